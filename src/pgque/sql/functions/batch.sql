@@ -1,0 +1,339 @@
+-- Batches: opening, reading and finishing them.
+--
+-- A batch is the set of events whose producing transaction is visible in the
+-- end tick's snapshot and not in the start tick's. The subscription row holds
+-- the open batch (sub_batch, sub_next_tick); there is no batch table.
+
+create or replace function pgque.find_tick_helper(
+    i_queue_id int4, i_prev_tick_id int8, i_prev_tick_time timestamptz,
+    i_prev_tick_seq int8, i_min_count int8, i_min_interval interval,
+    out next_tick_id int8, out next_tick_time timestamptz, out next_tick_seq int8)
+as $$
+declare
+    v_ok boolean := false;
+    v_too_far boolean := false;
+begin
+    -- Start from the newest tick after the position.
+    select tick_id, tick_time, tick_event_seq
+      into next_tick_id, next_tick_time, next_tick_seq
+      from pgque.tick
+     where tick_queue = i_queue_id and tick_id > i_prev_tick_id
+     order by tick_id desc limit 1;
+    if not found then
+        return;
+    end if;
+
+    if i_min_count is not null then
+        v_ok := v_ok or next_tick_seq - i_prev_tick_seq >= i_min_count;
+        v_too_far := v_too_far or next_tick_seq - i_prev_tick_seq > 2 * i_min_count;
+    end if;
+    if i_min_interval is not null then
+        v_ok := v_ok or next_tick_time - i_prev_tick_time >= i_min_interval;
+        v_too_far := v_too_far or next_tick_time - i_prev_tick_time > 2 * i_min_interval;
+    end if;
+
+    -- The newest tick overshoots a threshold by more than 2x: take the first
+    -- tick that reaches one instead, so batches stay near the asked size.
+    if v_too_far then
+        select tick_id, tick_time, tick_event_seq
+          into next_tick_id, next_tick_time, next_tick_seq
+          from pgque.tick
+         where tick_queue = i_queue_id and tick_id > i_prev_tick_id
+           and ((i_min_count is not null and tick_event_seq - i_prev_tick_seq >= i_min_count)
+             or (i_min_interval is not null and tick_time - i_prev_tick_time >= i_min_interval))
+         order by tick_id limit 1;
+    end if;
+
+    if not v_ok then
+        next_tick_id := null;
+        next_tick_time := null;
+        next_tick_seq := null;
+    end if;
+end
+$$ language plpgsql stable
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.find_tick_helper(int4, int8, timestamptz, int8, int8, interval) is
+    'Finds the end tick of a batch from the given position under min_count / min_interval.';
+
+create or replace function pgque.next_batch_custom(
+    i_queue_name text, i_consumer_name text,
+    i_min_lag interval, i_min_count int4, i_min_interval interval,
+    out batch_id bigint,
+    out cur_tick_id bigint, out prev_tick_id bigint,
+    out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+    out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+as $$
+declare
+    s record;
+    v_next record;
+begin
+    -- The row lock makes a concurrent caller wait and then get the same batch.
+    select sub.sub_queue, sub.sub_consumer, sub.sub_batch, sub.sub_last_tick, sub.sub_next_tick,
+           t.tick_id as last_tick_id, t.tick_time as last_tick_time,
+           t.tick_event_seq as last_tick_seq
+      into s
+      from pgque.queue q
+      join pgque.subscription sub on sub.sub_queue = q.queue_id
+      join pgque.consumer c on c.co_id = sub.sub_consumer
+      left join pgque.tick t on t.tick_queue = sub.sub_queue and t.tick_id = sub.sub_last_tick
+     where q.queue_name = i_queue_name and c.co_name = i_consumer_name
+       for no key update of sub;
+    if not found then
+        raise exception 'Not subscriber to queue: %/%',
+            coalesce(i_queue_name, 'NULL'), coalesce(i_consumer_name, 'NULL')
+            using detail = 'pgque:consumer_not_found';
+    end if;
+    if s.last_tick_id is null then
+        raise exception 'pgque corruption: consumer % on queue % points at missing tick %',
+            i_consumer_name, i_queue_name, s.sub_last_tick using detail = 'pgque:corruption';
+    end if;
+
+    prev_tick_id := s.last_tick_id;
+    prev_tick_time := s.last_tick_time;
+    prev_tick_event_seq := s.last_tick_seq;
+
+    -- An open batch is returned again unchanged, whatever the arguments.
+    if s.sub_batch is not null then
+        select tick_id, tick_time, tick_event_seq into v_next
+          from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_next_tick;
+        if not found then
+            raise exception 'pgque corruption: batch % of consumer % on queue % ends at missing tick %',
+                s.sub_batch, i_consumer_name, i_queue_name, s.sub_next_tick
+                using detail = 'pgque:corruption';
+        end if;
+        batch_id := s.sub_batch;
+        cur_tick_id := v_next.tick_id;
+        cur_tick_time := v_next.tick_time;
+        cur_tick_event_seq := v_next.tick_event_seq;
+        return;
+    end if;
+
+    if i_min_count is null and i_min_interval is null then
+        select tick_id, tick_time, tick_event_seq into v_next
+          from pgque.tick
+         where tick_queue = s.sub_queue and tick_id > s.last_tick_id
+         order by tick_id limit 1;
+    else
+        select h.next_tick_id as tick_id, h.next_tick_time as tick_time,
+               h.next_tick_seq as tick_event_seq
+          into v_next
+          from pgque.find_tick_helper(s.sub_queue, s.last_tick_id, s.last_tick_time,
+                                      s.last_tick_seq, i_min_count, i_min_interval) h;
+    end if;
+
+    if v_next.tick_id is null
+       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+        prev_tick_id := null;
+        prev_tick_time := null;
+        prev_tick_event_seq := null;
+        return;
+    end if;
+
+    batch_id := pg_catalog.nextval('pgque.batch_id_seq');
+    cur_tick_id := v_next.tick_id;
+    cur_tick_time := v_next.tick_time;
+    cur_tick_event_seq := v_next.tick_event_seq;
+    update pgque.subscription
+       set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = now()
+     where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
+end
+$$ language plpgsql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
+    'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
+
+create or replace function pgque.next_batch_info(
+    i_queue_name text, i_consumer_name text,
+    out batch_id bigint,
+    out cur_tick_id bigint, out prev_tick_id bigint,
+    out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+    out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+as $$
+    select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
+$$ language sql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch_info(text, text) is
+    'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
+
+create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
+returns bigint
+as $$
+    select batch_id from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
+$$ language sql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch(text, text) is
+    'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
+
+-- Internal: which event tables can hold events of a batch from snapshot
+-- i_s1 to i_s2, given the queue's rotation state. At most two: the rotation
+-- rule guarantees no batch reaches the table before the previous one.
+create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
+returns text[]
+language plpgsql stable
+as $$
+declare
+    v_cur text := q.queue_data_pfx || '_' || q.queue_cur_table;
+    v_prev text := q.queue_data_pfx || '_'
+                   || ((q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables);
+begin
+    if pg_catalog.pg_snapshot_xmax(i_s2) < q.queue_switch_step1 then
+        -- Cut entirely before the last rotation.
+        return array[v_prev];
+    elsif q.queue_switch_step2 is not null
+          and pg_catalog.pg_snapshot_xmin(i_s1) > q.queue_switch_step2 then
+        -- Started after every writer could see the rotation.
+        return array[v_cur];
+    end if;
+    return array[v_cur, v_prev];
+end
+$$;
+
+create or replace function pgque.batch_event_tables(x_batch_id bigint)
+returns setof text
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    b record;
+begin
+    select q as queue, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = x_batch_id;
+    if not found then
+        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
+    end if;
+    return query select pgque.quote_fqname(t)
+                   from pg_catalog.unnest(pgque._batch_tables(b.queue, b.s1, b.s2)) t;
+end
+$$;
+comment on function pgque.batch_event_tables(bigint) is
+    'The event tables the batch''s events can be in.';
+
+create or replace function pgque.batch_event_sql(x_batch_id bigint)
+returns text
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    b record;
+    v_lower bigint;
+    v_xid bigint;
+    v_in_list bigint[] := '{}';
+    v_filter text;
+    v_parts text[] := '{}';
+    v_table text;
+    v_columns constant text :=
+        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+begin
+    select q as queue, s.sub_id, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = x_batch_id;
+    if not found then
+        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
+    end if;
+
+    -- Membership: visible in s2, not visible in s1. Such txids are either
+    -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
+    -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
+    -- exactly. Txids of (b) close below the range's lower bound are folded
+    -- into the range (which re-checks visibility), keeping the list short.
+    v_lower := pg_catalog.pg_snapshot_xmax(b.s1)::text::bigint;
+    for v_xid in
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s1) x
+        except
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s2) x
+        order by 1 desc
+    loop
+        if v_xid >= v_lower - 100 then
+            v_lower := v_xid;
+        else
+            v_in_list := v_in_list || v_xid;
+        end if;
+    end loop;
+
+    foreach v_table in array pgque._batch_tables(b.queue, b.s1, b.s2) loop
+        v_filter := format(' and (ev_owner is null or ev_owner = %s)', b.sub_id);
+        v_parts := v_parts || format(
+            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
+            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
+            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
+            v_columns, pgque.quote_fqname(v_table), v_lower,
+            pg_catalog.pg_snapshot_xmax(b.s2), b.s2, b.s1, v_filter);
+        if pg_catalog.cardinality(v_in_list) > 0 then
+            v_parts := v_parts || format(
+                'select %s from %s where ev_txid = any (%L::xid8[])%s',
+                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
+        end if;
+    end loop;
+
+    return pg_catalog.array_to_string(v_parts, ' union all ') || ' order by 1';
+end
+$$;
+comment on function pgque.batch_event_sql(bigint) is
+    'The SQL that reads the batch''s events.';
+
+create or replace function pgque.get_batch_events(
+    x_batch_id bigint,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text,
+    out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
+returns setof record
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return query execute pgque.batch_event_sql(x_batch_id);
+end
+$$;
+comment on function pgque.get_batch_events(bigint) is
+    'All events of the open batch, ordered by ev_id.';
+
+create or replace function pgque.finish_batch(x_batch_id bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    update pgque.subscription
+       set sub_active = now(), sub_last_tick = sub_next_tick,
+           sub_next_tick = null, sub_batch = null
+     where sub_batch = x_batch_id;
+    if not found then
+        -- Finishing twice is not an error.
+        raise warning 'finish_batch: batch % not found', x_batch_id;
+        return 0;
+    end if;
+    return 1;
+end
+$$;
+comment on function pgque.finish_batch(bigint) is
+    'Closes the batch and moves the consumer to its end tick. Returns 1, or 0 with a WARNING when the batch is not open.';
+
+create or replace function pgque.get_batch_info(
+    x_batch_id bigint,
+    out queue_name text, out consumer_name text,
+    out batch_start timestamptz, out batch_end timestamptz,
+    out prev_tick_id bigint, out tick_id bigint, out lag interval,
+    out seq_start bigint, out seq_end bigint)
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_name, c.co_name, t1.tick_time, t2.tick_time,
+           t1.tick_id, t2.tick_id, now() - t2.tick_time,
+           t1.tick_event_seq, t2.tick_event_seq
+      from (select 1) one
+      left join pgque.subscription s on s.sub_batch = x_batch_id
+      left join pgque.queue q on q.queue_id = s.sub_queue
+      left join pgque.consumer c on c.co_id = s.sub_consumer
+      left join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      left join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+$$;
+comment on function pgque.get_batch_info(bigint) is
+    'Queue, consumer, ticks, times and lag of a batch; all NULL for an unknown batch.';

@@ -1,0 +1,248 @@
+-- The ticker: records a queue's position in transaction history.
+--
+-- A tick stores the snapshot of the statement that inserts it. Consecutive
+-- ticks of a queue cut batches, so their snapshots must never go backwards:
+-- every tick of a queue is inserted by _tick(), which first takes the
+-- queue's tick lock and only then, in a later statement, reads the latest
+-- tick and inserts the new one. In READ COMMITTED that statement's snapshot
+-- is taken after the lock, so it sees the previous tick's commit. Racing
+-- callers from several sessions therefore queue up and never duplicate or
+-- reorder ticks.
+
+-- Internal: the advisory lock class of per-queue tick locks (key 2 = queue_id).
+create or replace function pgque._tick_lock_class()
+returns integer
+language sql immutable
+as $$ select 1885827446 $$;
+
+create or replace function pgque._require_read_committed(i_caller text)
+returns void
+language plpgsql stable
+as $$
+begin
+    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+        raise exception '%: must run in READ COMMITTED (transaction isolation is %)',
+            i_caller, pg_catalog.current_setting('transaction_isolation')
+            using detail = 'pgque:wrong_isolation',
+                  hint = 'A tick taken under an older snapshot could overlap the previous batch.';
+    end if;
+end
+$$;
+
+-- Internal: insert a tick for the queue when due, or unconditionally with
+-- i_always (a queue's first tick). Returns the new tick id or NULL.
+create or replace function pgque._tick(i_queue_id integer, i_always boolean)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last pgque.tick%rowtype;
+    v_prev_time timestamptz;
+    v_seq bigint;
+    v_new bigint;
+    v_lag interval;
+    v_tick_id bigint;
+begin
+    perform pgque._require_read_committed('pgque.ticker');
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), i_queue_id);
+
+    -- From here on every statement sees the ticks committed before the lock.
+    select * into q from pgque.queue where queue_id = i_queue_id;
+    select * into v_last from pgque.tick
+     where tick_queue = i_queue_id order by tick_id desc limit 1;
+
+    v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
+
+    if v_last.tick_id is not null then
+        if pg_catalog.pg_snapshot_xmin(v_last.tick_snapshot) > pg_catalog.pg_current_xact_id() then
+            raise exception 'Invalid PgQ state: queue % has a tick from the future (txid counter went backwards?)',
+                q.queue_name using detail = 'pgque:invalid_state';
+        end if;
+        if not i_always then
+            v_new := v_seq - v_last.tick_event_seq;
+            v_lag := now() - v_last.tick_time;
+            if v_new > 0 then
+                -- Events arrived: wait for enough of them or for max_lag.
+                if v_new < q.queue_ticker_max_count and v_lag < q.queue_ticker_max_lag then
+                    return null;
+                end if;
+            else
+                -- Idle: back off geometrically up to ticker_idle_period.
+                select tick_time into v_prev_time from pgque.tick
+                 where tick_queue = i_queue_id and tick_id < v_last.tick_id
+                 order by tick_id desc limit 1;
+                if found then
+                    if v_lag < q.queue_ticker_max_lag / 2 then
+                        return null;
+                    end if;
+                    if v_lag < 2 * (v_last.tick_time - v_prev_time)
+                       and v_lag < q.queue_ticker_idle_period then
+                        return null;
+                    end if;
+                end if;
+            end if;
+        end if;
+    end if;
+
+    insert into pgque.tick (tick_queue, tick_id, tick_event_seq)
+    values (i_queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), v_seq)
+    returning tick_id into v_tick_id;
+
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, v_tick_id::text);
+    return v_tick_id;
+end
+$$;
+
+create or replace function pgque.ticker(i_queue_name text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'no such queue' using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'This queue has external tick source.' using detail = 'pgque:external_ticker';
+    end if;
+    if q.queue_ticker_paused then
+        raise exception 'Ticker has been paused for this queue' using detail = 'pgque:ticker_paused';
+    end if;
+    return pgque._tick(q.queue_id, false);
+end
+$$;
+comment on function pgque.ticker(text) is
+    'Ticks the queue when due (enough new events, max_lag passed, or idle back-off elapsed). Returns the new tick id or NULL.';
+
+create or replace function pgque.ticker()
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_count bigint := 0;
+begin
+    -- Name order, so concurrent callers take the queues' tick locks in one order.
+    for v_queue_id in
+        select queue_id from pgque.queue
+         where not queue_ticker_paused and not queue_external_ticker
+         order by queue_name
+    loop
+        if pgque._tick(v_queue_id, false) is not null then
+            v_count := v_count + 1;
+        end if;
+    end loop;
+    return v_count;
+end
+$$;
+comment on function pgque.ticker() is
+    'Ticks every queue that is neither paused nor externally ticked. Returns how many got a tick.';
+
+create or replace function pgque.ticker(
+    i_queue_name text, i_tick_id bigint, i_orig_timestamp timestamptz, i_event_seq bigint)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last pgque.tick%rowtype;
+begin
+    perform pgque._require_read_committed('pgque.ticker');
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_ticker_paused then
+        raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
+            using detail = 'pgque:ticker_paused';
+    end if;
+    if not q.queue_external_ticker then
+        raise exception 'queue % is not configured for external ticker (queue_external_ticker = false); use pgque.ticker(queue) instead',
+            i_queue_name using detail = 'pgque:not_external_ticker';
+    end if;
+
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), q.queue_id);
+    select * into v_last from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if v_last.tick_id is not null then
+        if i_tick_id <= v_last.tick_id then
+            raise exception 'external ticker tick_id must be strictly greater than current max (% <= %)',
+                i_tick_id, v_last.tick_id using detail = 'pgque:invalid_argument';
+        end if;
+        if i_event_seq < v_last.tick_event_seq then
+            raise exception 'external ticker event_seq must be >= previous tick (% < %)',
+                i_event_seq, v_last.tick_event_seq using detail = 'pgque:invalid_argument';
+        end if;
+    end if;
+
+    insert into pgque.tick (tick_queue, tick_id, tick_time, tick_event_seq)
+    values (q.queue_id, i_tick_id, i_orig_timestamp, i_event_seq);
+    perform pgque.seq_setval(q.queue_tick_seq, i_tick_id);
+    perform pgque.seq_setval(q.queue_event_seq, i_event_seq);
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
+    return i_tick_id;
+end
+$$;
+comment on function pgque.ticker(text, bigint, timestamptz, bigint) is
+    'Inserts a tick copied from another source into an external-ticker queue. Returns the tick id.';
+
+create or replace function pgque.force_tick(i_queue_name text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last_tick bigint;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    select tick_id into v_last_tick from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    -- Paused and externally ticked queues are left alone, silently (PgQ).
+    if q.queue_ticker_paused or q.queue_external_ticker then
+        return v_last_tick;
+    end if;
+    -- No tick here: make the next ticker() call see "many new events".
+    perform pg_catalog.setval(q.queue_event_seq::regclass,
+        pg_catalog.nextval(q.queue_event_seq::regclass) + 2 * q.queue_ticker_max_count + 1000);
+    return v_last_tick;
+end
+$$;
+comment on function pgque.force_tick(text) is
+    'Makes the next ticker() call tick the queue at once. Returns the latest tick id; ticks nothing itself.';
+
+create or replace function pgque.force_next_tick(i_queue_name text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_ticker_paused then
+        raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
+            using detail = 'pgque:ticker_paused';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'queue % is configured for external ticker; force_tick is meaningless — push ticks via pgque.ticker(queue, tick_id, ts, event_seq)',
+            i_queue_name using detail = 'pgque:external_ticker';
+    end if;
+    return pgque.force_tick(i_queue_name);
+end
+$$;
+comment on function pgque.force_next_tick(text) is
+    'Like force_tick, but raises for paused and externally ticked queues.';

@@ -1,0 +1,18 @@
+-- pgque install manifest.
+--
+-- `psql -f src/pgque/sql/install.sql` installs straight from the source tree;
+-- tools/build_sql.py inlines every `\ir` below, in this order, into pgque.sql,
+-- the single file the Python installer and `psql -f pgque.sql` run.
+-- This manifest is the only place that decides the order.
+\ir structure/begin.sql
+\ir structure/roles.sql
+\ir structure/schema.sql
+\ir structure/tables.sql
+\ir functions/util.sql
+\ir functions/queue_admin.sql
+\ir functions/insert_event.sql
+\ir functions/ticker.sql
+\ir functions/consumer.sql
+\ir functions/batch.sql
+\ir structure/grants.sql
+\ir structure/commit.sql

@@ -1,0 +1,58 @@
+-- Privileges, re-applied by every install.
+--
+-- Deny by default: PUBLIC gets nothing. pgque_reader consumes, pgque_writer
+-- produces (and cannot consume), pgque_admin (a member of both) manages
+-- queues and maintenance. Functions run as their owner (SECURITY DEFINER
+-- with a pinned search_path), so the roles need EXECUTE only; readers may
+-- also SELECT the tables, writers touch no table directly.
+
+revoke all on all functions in schema pgque from public;
+revoke all on all tables in schema pgque from public;
+revoke all on all sequences in schema pgque from public;
+revoke all on schema pgque from public;
+
+grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
+grant select on all tables in schema pgque to pgque_reader;
+grant select on all sequences in schema pgque to pgque_reader;
+grant all on all tables in schema pgque to pgque_admin;
+grant all on all sequences in schema pgque to pgque_admin;
+
+-- The admin may run every public function; internal helpers (names starting
+-- with an underscore) are reached only through the functions that use them.
+do $grants$
+declare
+    v_fn regprocedure;
+begin
+    for v_fn in
+        select p.oid::regprocedure
+          from pg_catalog.pg_proc p
+         where p.pronamespace = 'pgque'::regnamespace
+           and p.proname not like '\_%'
+           and p.prokind in ('f', 'p')
+    loop
+        execute format('grant execute on %s %s to pgque_admin',
+                       case when (select prokind from pg_catalog.pg_proc where oid = v_fn) = 'p'
+                            then 'procedure' else 'function' end,
+                       v_fn);
+    end loop;
+end
+$grants$;
+
+grant execute on function
+    pgque.version(),
+    pgque.register_consumer(text, text),
+    pgque.register_consumer_at(text, text, bigint),
+    pgque.unregister_consumer(text, text),
+    pgque.next_batch(text, text),
+    pgque.next_batch_info(text, text),
+    pgque.next_batch_custom(text, text, interval, int4, interval),
+    pgque.get_batch_events(bigint),
+    pgque.get_batch_info(bigint),
+    pgque.finish_batch(bigint)
+to pgque_reader;
+
+grant execute on function
+    pgque.version(),
+    pgque.insert_event(text, text, text),
+    pgque.insert_event(text, text, text, text, text, text, text)
+to pgque_writer;

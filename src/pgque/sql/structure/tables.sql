@@ -1,0 +1,110 @@
+-- Tables, sequences and the config singleton.
+--
+-- Names and columns follow PgQ, so operators' queries keep working; txids are
+-- xid8 and snapshots pg_snapshot. Every statement is guarded (if not exists),
+-- so re-running the install keeps all data; column additions of later
+-- versions go to upgrade.sql.
+
+-- One row per queue: its configuration and its rotation state.
+create table if not exists pgque.queue (
+    queue_id                  serial primary key,
+    queue_name                text not null unique,
+    queue_ntables             integer not null default 3,
+    queue_cur_table           integer not null default 0,
+    queue_rotation_period     interval default '2 hours',
+    queue_switch_step1        xid8 not null default pg_catalog.pg_current_xact_id(),
+    queue_switch_step2        xid8 default pg_catalog.pg_current_xact_id(),
+    queue_switch_time         timestamptz not null default now(),
+    queue_external_ticker     boolean not null default false,
+    queue_disable_insert      boolean not null default false,
+    queue_ticker_paused       boolean not null default false,
+    queue_ticker_max_count    integer not null default 500,
+    queue_ticker_max_lag      interval not null default '3 seconds',
+    queue_ticker_idle_period  interval not null default '1 minute',
+    queue_data_pfx            text not null,
+    queue_event_seq           text not null,
+    queue_tick_seq            text not null,
+    queue_extra_maint         text[],
+    queue_max_retries         integer
+);
+
+-- The ticks of every queue: a snapshot plus the event sequence at that moment.
+-- Two consecutive ticks of a queue cut one batch.
+create table if not exists pgque.tick (
+    tick_queue      integer not null references pgque.queue (queue_id),
+    tick_id         bigint not null,
+    tick_time       timestamptz not null default now(),
+    tick_snapshot   pg_snapshot not null default pg_catalog.pg_current_snapshot(),
+    tick_event_seq  bigint not null,
+    primary key (tick_queue, tick_id)
+);
+
+-- Consumer names; one name may subscribe to several queues.
+create table if not exists pgque.consumer (
+    co_id    serial primary key,
+    co_name  text not null unique
+);
+
+-- One row per (queue, consumer): the consumer's position and, while a batch
+-- is open, the batch itself (there is no batch table).
+create table if not exists pgque.subscription (
+    sub_id         serial not null,
+    sub_queue      integer not null references pgque.queue (queue_id),
+    sub_consumer   integer not null references pgque.consumer (co_id),
+    sub_last_tick  bigint,
+    sub_active     timestamptz not null default now(),
+    sub_batch      bigint unique,
+    sub_next_tick  bigint,
+    sub_role       text not null default 'normal'
+                   check (sub_role in ('normal', 'coop_main', 'coop_member')),
+    primary key (sub_queue, sub_consumer)
+) with (fillfactor = 50);
+
+-- Column template and parent of every event table; it holds no rows.
+create table if not exists pgque.event_template (
+    ev_id      bigint not null,
+    ev_time    timestamptz not null,
+    ev_txid    xid8 not null default pg_catalog.pg_current_xact_id(),
+    ev_owner   integer,
+    ev_retry   integer,
+    ev_type    text,
+    ev_data    text,
+    ev_extra1  text,
+    ev_extra2  text,
+    ev_extra3  text,
+    ev_extra4  text
+);
+
+-- Events waiting to be put back into their queue for one consumer.
+create table if not exists pgque.retry_queue (
+    ev_retry_after  timestamptz not null,
+    ev_queue        integer not null references pgque.queue (queue_id),
+    ev_id           bigint not null,
+    ev_time         timestamptz not null,
+    ev_txid         xid8,
+    ev_owner        integer not null,
+    ev_retry        integer,
+    ev_type         text,
+    ev_data         text,
+    ev_extra1       text,
+    ev_extra2       text,
+    ev_extra3       text,
+    ev_extra4       text,
+    primary key (ev_owner, ev_id)
+);
+create index if not exists rq_retry_idx on pgque.retry_queue (ev_retry_after);
+
+-- Batch ids are global.
+create sequence if not exists pgque.batch_id_seq;
+
+-- Installation-wide settings; exactly one row.
+create table if not exists pgque.config (
+    singleton       boolean primary key default true check (singleton),
+    ticker_job_id   bigint,
+    maint_job_id    bigint,
+    scheduler       text check (scheduler in ('pg_cron', 'pg_timetable')),
+    tick_period_ms  integer not null default 100
+                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0),
+    installed_at    timestamptz not null default clock_timestamp()
+);
+insert into pgque.config (singleton) values (true) on conflict do nothing;
