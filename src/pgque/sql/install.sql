@@ -14,5 +14,8 @@
 \ir functions/ticker.sql
 \ir functions/consumer.sql
 \ir functions/batch.sql
+\ir functions/retry.sql
+\ir functions/maint.sql
+\ir functions/info.sql
 \ir structure/grants.sql
 \ir structure/commit.sql

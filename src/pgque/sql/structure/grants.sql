@@ -48,7 +48,14 @@ grant execute on function
     pgque.next_batch_custom(text, text, interval, int4, interval),
     pgque.get_batch_events(bigint),
     pgque.get_batch_info(bigint),
-    pgque.finish_batch(bigint)
+    pgque.finish_batch(bigint),
+    pgque.event_retry(bigint, bigint, timestamptz),
+    pgque.event_retry(bigint, bigint, integer),
+    pgque.get_queue_info(),
+    pgque.get_queue_info(text),
+    pgque.get_consumer_info(),
+    pgque.get_consumer_info(text),
+    pgque.get_consumer_info(text, text)
 to pgque_reader;
 
 grant execute on function

@@ -1,0 +1,233 @@
+-- Maintenance: table rotation, retry moves and the maint() round.
+--
+-- Rotation recycles a queue's oldest event table with TRUNCATE, so events
+-- are never deleted one by one. It runs in two steps in two transactions:
+-- step 1 switches writers to the next (emptied) table and records its txid
+-- in queue_switch_step1; step 2, in a later transaction, records a txid
+-- assigned after step 1 committed in queue_switch_step2. Batches that end
+-- before step 1 read only the previous table, batches that start after
+-- step 2 only the current one, the rest both.
+
+create or replace function pgque.maint_rotate_tables_step1(i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_oldest_xmin xid8;
+    v_oldest_tick bigint;
+    v_next_table text;
+begin
+    select * into q from pgque.queue
+     where queue_name = i_queue_name
+       and queue_rotation_period is not null
+       and queue_switch_step2 is not null
+       and queue_switch_time + queue_rotation_period < current_timestamp
+       for update;
+    if not found then
+        return 0;
+    end if;
+    if pg_catalog.pg_current_xact_id() < q.queue_switch_step1 then
+        raise exception 'Invalid PgQ state: queue % was rotated by a future txid (txid counter went backwards?)',
+            i_queue_name using detail = 'pgque:invalid_state';
+    end if;
+
+    -- The table about to be emptied was last written before the previous
+    -- step 2: rotate only when every consumer's position is past it.
+    select sub_last_tick into v_oldest_tick from pgque.subscription
+     where sub_queue = q.queue_id order by sub_last_tick limit 1;
+    if found then
+        select pg_catalog.pg_snapshot_xmin(tick_snapshot) into v_oldest_xmin
+          from pgque.tick where tick_queue = q.queue_id and tick_id = v_oldest_tick;
+        if not found then
+            raise exception 'pgque corruption: queue % has a consumer at missing tick %',
+                i_queue_name, v_oldest_tick using detail = 'pgque:corruption';
+        end if;
+        if v_oldest_xmin <= q.queue_switch_step2 then
+            return 0;
+        end if;
+    end if;
+
+    v_next_table := pgque.quote_fqname(
+        q.queue_data_pfx || '_' || ((q.queue_cur_table + 1) % q.queue_ntables));
+    begin
+        execute 'lock table ' || v_next_table || ' in access exclusive mode nowait';
+    exception when lock_not_available then
+        -- Someone (pg_dump, a long reader) holds the table: try next round.
+        return 0;
+    end;
+    execute 'truncate ' || v_next_table;
+
+    update pgque.queue
+       set queue_cur_table = (queue_cur_table + 1) % queue_ntables,
+           queue_switch_time = current_timestamp,
+           queue_switch_step1 = pg_catalog.pg_current_xact_id(),
+           queue_switch_step2 = null
+     where queue_id = q.queue_id;
+
+    -- Ticks below the previous step 2 can no longer start a batch.
+    delete from pgque.tick
+     where tick_queue = q.queue_id
+       and pg_catalog.pg_snapshot_xmin(tick_snapshot) < q.queue_switch_step2;
+    return 0;
+end
+$$;
+comment on function pgque.maint_rotate_tables_step1(text) is
+    'Rotates the queue''s event tables when due and no consumer needs the oldest one. Returns 0.';
+
+create or replace function pgque.maint_rotate_tables_step2()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    -- Only rotations committed by an earlier transaction: step 2 in the
+    -- same transaction as step 1 would lose events of racing writers.
+    update pgque.queue
+       set queue_switch_step2 = pg_catalog.pg_current_xact_id()
+     where queue_switch_step2 is null
+       and queue_switch_step1 < pg_catalog.pg_current_xact_id();
+    return 0;
+end
+$$;
+comment on function pgque.maint_rotate_tables_step2() is
+    'Completes rotations whose step 1 committed in an earlier transaction. Returns 0.';
+
+create or replace function pgque.maint_tables_to_vacuum()
+returns setof text
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    -- The bookkeeping tables churn with every batch and tick; they are listed
+    -- even with autovacuum on, whose naptime is too slow for them.
+    select t from pg_catalog.unnest(array[
+        'pgque.subscription', 'pgque.consumer', 'pgque.queue',
+        'pgque.tick', 'pgque.retry_queue']) t
+     where pg_catalog.to_regclass(t) is not null
+$$;
+comment on function pgque.maint_tables_to_vacuum() is
+    'The hot bookkeeping tables to VACUUM regularly (in separate statements: VACUUM cannot run in a function).';
+
+create or replace function pgque.maint_operations(out func_name text, out func_arg text)
+returns setof record
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_rotation_due boolean := false;
+    v_func text;
+begin
+    for q in
+        select queue_name from pgque.queue
+         where queue_rotation_period is not null
+           and queue_switch_step2 is not null
+           and queue_switch_time + queue_rotation_period < current_timestamp
+         order by queue_name
+    loop
+        func_name := 'pgque.maint_rotate_tables_step1';
+        func_arg := q.queue_name;
+        v_rotation_due := true;
+        return next;
+    end loop;
+
+    if v_rotation_due or exists (select 1 from pgque.queue where queue_switch_step2 is null) then
+        func_name := 'pgque.maint_rotate_tables_step2';
+        func_arg := null;
+        return next;
+    end if;
+
+    for q in
+        select queue_name, queue_extra_maint from pgque.queue
+         where queue_extra_maint is not null
+         order by queue_name
+    loop
+        foreach v_func in array q.queue_extra_maint loop
+            func_name := v_func;
+            func_arg := q.queue_name;
+            return next;
+        end loop;
+    end loop;
+
+    for v_func in select t from pgque.maint_tables_to_vacuum() t loop
+        func_name := 'vacuum';
+        func_arg := v_func;
+        return next;
+    end loop;
+end
+$$;
+comment on function pgque.maint_operations() is
+    'What a maintenance daemon should run, each call in its own transaction: (func_name, func_arg) rows.';
+
+-- Internal: runs one queue_extra_maint function, when it is safe to.
+create or replace function pgque._run_extra_maint(i_function text, i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_proc regprocedure;
+    v_owner name;
+    v_maint_owner name;
+    v_result integer;
+begin
+    begin
+        v_proc := (i_function || '(text)')::regprocedure;
+    exception when others then
+        raise warning 'pgque.maint: skipping % — invalid regprocedure: %', i_function, sqlerrm;
+        return 0;
+    end;
+    select pg_catalog.pg_get_userbyid(proowner) into v_owner
+      from pg_catalog.pg_proc where oid = v_proc;
+    select pg_catalog.pg_get_userbyid(proowner) into v_maint_owner
+      from pg_catalog.pg_proc where oid = 'pgque.maint()'::regprocedure;
+    if v_owner <> v_maint_owner then
+        raise warning 'pgque.maint: skipping % — owner % is not maint() owner %',
+            i_function, v_owner, v_maint_owner;
+        return 0;
+    end if;
+    execute format('select %s($1)', v_proc::regproc) into v_result using i_queue_name;
+    return coalesce(v_result, 0);
+end
+$$;
+
+create or replace function pgque.maint()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_func text;
+    v_total integer := 0;
+begin
+    -- 1. Complete rotations begun by an earlier maint() (or step 1 call).
+    v_total := v_total + pgque.maint_rotate_tables_step2();
+    -- 2. Every due retry, set-based, no cap.
+    v_total := v_total + pgque._move_retry_events(null);
+    -- 3. Rotation step 1 where due; step 2 follows in the next round.
+    for q in
+        select queue_name from pgque.queue
+         where queue_rotation_period is not null
+           and queue_switch_step2 is not null
+           and queue_switch_time + queue_rotation_period < current_timestamp
+         order by queue_name
+    loop
+        v_total := v_total + pgque.maint_rotate_tables_step1(q.queue_name);
+    end loop;
+    -- 4. Per-queue extra maintenance functions.
+    for q in
+        select queue_name, queue_extra_maint from pgque.queue
+         where queue_extra_maint is not null
+         order by queue_name
+    loop
+        foreach v_func in array q.queue_extra_maint loop
+            v_total := v_total + pgque._run_extra_maint(v_func, q.queue_name);
+        end loop;
+    end loop;
+    return v_total;
+end
+$$;
+comment on function pgque.maint() is
+    'One maintenance round: completes earlier rotations, moves due retries, starts due rotations, runs extra maintenance. Returns the sum of their results.';
