@@ -1,0 +1,183 @@
+"""Opening, reading and finishing batches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from _engine import consume, make_queue, one, rows, tick
+
+
+@pytest.fixture
+def queue(conn: psycopg.Connection[Any]) -> str:
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    return "q"
+
+
+def test_no_batch_before_a_new_tick(conn: psycopg.Connection[Any], queue: str) -> None:
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    assert one(conn, "select pgque.next_batch('q', 'c')") is None
+    tick(conn, queue)
+    assert consume(conn, queue, "c") == ["x"]
+    assert one(conn, "select pgque.next_batch('q', 'c')") is None
+
+
+def test_next_batch_returns_open_batch_again(conn: psycopg.Connection[Any], queue: str) -> None:
+    tick(conn, queue)
+    first = one(conn, "select pgque.next_batch('q', 'c')")
+    tick(conn, queue)
+    assert one(conn, "select pgque.next_batch('q', 'c')") == first
+    info = rows(conn, "select * from pgque.next_batch_info('q', 'c')")[0]
+    assert info[:3] == (first, 2, 1)
+    # Custom thresholds do not matter while a batch is open.
+    custom = rows(
+        conn, "select batch_id from pgque.next_batch_custom('q', 'c', '1 hour', 10000, '1 hour')"
+    )
+    assert custom == [(first,)]
+    assert one(conn, "select pgque.finish_batch(%s)", first) == 1
+    assert one(conn, "select pgque.next_batch('q', 'c')") == first + 1
+
+
+def test_batch_spans_one_tick_interval(conn: psycopg.Connection[Any], queue: str) -> None:
+    for data in ("a", "b", "c"):
+        one(conn, "select pgque.insert_event('q', 't', %s)", data)
+        tick(conn, queue)
+    assert [consume(conn, queue, "c") for _ in range(4)] == [["a"], ["b"], ["c"], None]
+
+
+def test_events_come_with_all_fields_in_id_order(
+    conn: psycopg.Connection[Any], queue: str
+) -> None:
+    ids = [
+        one(conn, "select pgque.insert_event('q', 'typ', 'd1')"),
+        one(conn, "select pgque.insert_event('q', 'typ2', 'd2', 'e1', 'e2', 'e3', 'e4')"),
+    ]
+    tick(conn, queue)
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    got = rows(
+        conn,
+        "select ev_id, ev_retry, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4,"
+        " ev_txid > 0, ev_time <= now() from pgque.get_batch_events(%s)",
+        batch_id,
+    )
+    assert got == [
+        (ids[0], None, "typ", "d1", None, None, None, None, True, True),
+        (ids[1], None, "typ2", "d2", "e1", "e2", "e3", "e4", True, True),
+    ]
+    # Reading again gives the same rows.
+    assert rows(conn, "select ev_id from pgque.get_batch_events(%s)", batch_id) == [
+        (i,) for i in ids
+    ]
+
+
+def test_finish_batch_twice_warns_and_returns_zero(
+    conn: psycopg.Connection[Any], queue: str
+) -> None:
+    tick(conn, queue)
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    warnings: list[str] = []
+    conn.add_notice_handler(lambda diag: warnings.append(f"{diag.severity}: {diag.message_primary}"))
+    assert one(conn, "select pgque.finish_batch(%s)", batch_id) == 1
+    assert one(conn, "select pgque.finish_batch(%s)", batch_id) == 0
+    assert warnings == [f"WARNING: finish_batch: batch {batch_id} not found"]
+
+
+def test_next_batch_custom_thresholds(conn: psycopg.Connection[Any], queue: str) -> None:
+    conn.execute("select pgque.insert_event('q', 't', 'x') from generate_series(1, 20)")
+    tick(conn, queue)
+    nothing = rows(
+        conn, "select * from pgque.next_batch_custom('q', 'c', '1 hour', null, null)"
+    )
+    assert nothing == [(None,) * 7]
+    assert rows(conn, "select * from pgque.next_batch_custom('q', 'c', null, 10000, null)") == [
+        (None,) * 7
+    ]
+    assert rows(
+        conn, "select * from pgque.next_batch_custom('q', 'c', null, null, '10 minutes')"
+    ) == [(None,) * 7]
+    batch = rows(
+        conn, "select batch_id, cur_tick_id, prev_tick_id from pgque.next_batch_custom"
+        "('q', 'c', null, 5, null)"
+    )
+    assert batch[0][1:] == (2, 1)
+
+
+def test_min_count_picks_first_tick_when_latest_overshoots(
+    conn: psycopg.Connection[Any], queue: str
+) -> None:
+    # Ticks with about 10, 20, ... 60 events since the position: min_count 10
+    # overshoots 2x at the latest tick, so the batch ends at the first tick
+    # reaching 10 instead of swallowing everything.
+    for _ in range(6):
+        conn.execute("select pgque.insert_event('q', 't', 'x') from generate_series(1, 10)")
+        tick(conn, queue)
+    got = rows(
+        conn, "select cur_tick_id, cur_tick_event_seq - prev_tick_event_seq"
+        " from pgque.next_batch_custom('q', 'c', null, 10, null)"
+    )
+    assert got[0][0] < 7
+    assert got[0][1] >= 10
+
+
+def test_batch_info_and_tables(conn: psycopg.Connection[Any], queue: str) -> None:
+    tick(conn, queue)
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    info = rows(
+        conn, "select queue_name, consumer_name, prev_tick_id, tick_id, batch_end >= batch_start"
+        " from pgque.get_batch_info(%s)", batch_id
+    )
+    assert info == [("q", "c", 1, 2, True)]
+    assert rows(conn, "select * from pgque.get_batch_info(-1)") == [(None,) * 9]
+    # The first batch starts at the tick of create_queue's own transaction,
+    # which may have written to either side of the initial switch: both tables.
+    assert len(rows(conn, "select * from pgque.batch_event_tables(%s)", batch_id)) == 2
+    one(conn, "select pgque.finish_batch(%s)", batch_id)
+    tick(conn, queue)
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    assert rows(conn, "select * from pgque.batch_event_tables(%s)", batch_id) == [
+        (one(conn, "select pgque.current_event_table('q')"),)
+    ]
+
+
+def test_independent_consumers(conn: psycopg.Connection[Any], queue: str) -> None:
+    one(conn, "select pgque.register_consumer('q', 'd')")
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    tick(conn, queue)
+    assert consume(conn, queue, "c") == ["x"]
+    one(conn, "select pgque.insert_event('q', 't', 'y')")
+    tick(conn, queue)
+    assert consume(conn, queue, "c") == ["y"]
+    assert consume(conn, queue, "d") == ["x"]
+    assert consume(conn, queue, "d") == ["y"]
+
+
+def test_rolled_back_next_batch_forgets_assignment(
+    connect: Any, conn: psycopg.Connection[Any], queue: str
+) -> None:
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    tick(conn, queue)
+    tx = connect(autocommit=False)
+    first = one(tx, "select pgque.next_batch('q', 'c')")
+    tx.rollback()
+    second = one(conn, "select pgque.next_batch('q', 'c')")
+    assert second != first
+    assert rows(conn, "select ev_data from pgque.get_batch_events(%s)", second) == [("x",)]
+
+
+def test_cursor_reads_batch_in_pieces(connect: Any, conn: psycopg.Connection[Any], queue: str) -> None:
+    conn.execute("select pgque.insert_event('q', 't', i::text) from generate_series(1, 5) i")
+    tick(conn, queue)
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    tx = connect(autocommit=False)
+    first = rows(tx, "select ev_data from pgque.get_batch_cursor(%s, 'cur', 2)", batch_id)
+    rest = [(r[5],) for r in rows(tx, "fetch all from cur")]
+    assert [r[0] for r in first + rest] == ["1", "2", "3", "4", "5"]
+    tx.rollback()
+    filtered = rows(
+        tx, "select ev_data from pgque.get_batch_cursor(%s, 'cur2', 10, 'ev_data > ''3''')",
+        batch_id,
+    )
+    assert filtered == [("4",), ("5",)]
+    tx.rollback()

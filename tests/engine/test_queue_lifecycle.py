@@ -1,0 +1,161 @@
+"""Queue and consumer lifecycle: create, configure, register, unregister, drop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from _engine import consume, make_queue, one, rows, tick
+
+
+def test_create_queue_builds_tables_and_first_tick(conn: psycopg.Connection[Any]) -> None:
+    assert one(conn, "select pgque.create_queue('orders')") == 1
+    assert one(conn, "select pgque.create_queue('orders')") == 0
+    queue_id = one(conn, "select queue_id from pgque.queue where queue_name = 'orders'")
+    tables = {
+        r[0]
+        for r in rows(
+            conn,
+            "select relname from pg_class where relnamespace = 'pgque'::regnamespace"
+            " and relname like %s",
+            f"event\\_{queue_id}%",
+        )
+    }
+    base = f"event_{queue_id}"
+    assert {base, f"{base}_0", f"{base}_1", f"{base}_2", f"{base}_id_seq",
+            f"{base}_tick_seq"} <= tables
+    assert rows(conn, "select tick_id from pgque.tick where tick_queue = %s", queue_id) == [(1,)]
+    assert one(conn, "select pgque.current_event_table('orders')") == f"pgque.{base}_0"
+
+
+def test_register_and_unregister(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    assert one(conn, "select pgque.register_consumer('q', 'c')") == 1
+    assert one(conn, "select pgque.register_consumer('q', 'c')") == 0
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 1
+    assert one(conn, "select pgque.unregister_consumer('q', 'c')") == 1
+    assert one(conn, "select pgque.unregister_consumer('q', 'c')") == 0
+    # The consumer name row goes with its last subscription.
+    assert one(conn, "select count(*) from pgque.consumer") == 0
+
+
+def test_consumer_name_shared_across_queues(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "a")
+    make_queue(conn, "b")
+    one(conn, "select pgque.register_consumer('a', 'c')")
+    one(conn, "select pgque.register_consumer('b', 'c')")
+    assert one(conn, "select count(*) from pgque.consumer") == 1
+    one(conn, "select pgque.unregister_consumer('a', 'c')")
+    assert one(conn, "select count(*) from pgque.consumer") == 1
+    one(conn, "select pgque.unregister_consumer('b', 'c')")
+    assert one(conn, "select count(*) from pgque.consumer") == 0
+
+
+def test_new_consumer_starts_at_latest_tick(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'early')")
+    one(conn, "select pgque.insert_event('q', 't', 'before')")
+    tick(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'late')")
+    one(conn, "select pgque.insert_event('q', 't', 'after')")
+    tick(conn, "q")
+    assert consume(conn, "q", "early") == ["before"]
+    assert consume(conn, "q", "early") == ["after"]
+    assert consume(conn, "q", "late") == ["after"]
+
+
+def test_register_consumer_at_repositions(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    start = tick(conn, "q")
+    assert consume(conn, "q", "c") == ["x"]
+    # Back to tick 1: the event comes again.
+    assert one(conn, "select pgque.register_consumer_at('q', 'c', 1)") == 0
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 1
+    assert consume(conn, "q", "c") == ["x"]
+    assert start == 2
+    # A new consumer registered at an explicit tick.
+    assert one(conn, "select pgque.register_consumer_at('q', 'd', 1)") == 1
+    assert consume(conn, "q", "d") == ["x"]
+
+
+def test_register_consumer_at_drops_open_batch(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    tick(conn, "q")
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    assert batch_id is not None
+    one(conn, "select pgque.register_consumer_at('q', 'c', 1)")
+    assert rows(conn, "select sub_batch, sub_next_tick from pgque.subscription") == [(None, None)]
+
+
+def test_drop_queue_refuses_with_consumers_unless_forced(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    queue_id = one(conn, "select queue_id from pgque.queue")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    with pytest.raises(psycopg.errors.RaiseException, match="consumers still attached"):
+        one(conn, "select pgque.drop_queue('q')")
+    assert one(conn, "select pgque.drop_queue('q', true)") == 1
+    assert one(conn, "select count(*) from pgque.queue") == 0
+    assert one(conn, "select count(*) from pgque.tick") == 0
+    assert one(conn, "select count(*) from pgque.subscription") == 0
+    assert one(conn, "select count(*) from pgque.consumer") == 0
+    assert one(conn, "select to_regclass(%s)", f"pgque.event_{queue_id}") is None
+    assert one(conn, "select to_regclass(%s)", f"pgque.event_{queue_id}_id_seq") is None
+
+
+def test_drop_queue_without_consumers(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    assert one(conn, "select pgque.drop_queue('q')") == 1
+    assert one(conn, "select pgque.create_queue('q')") == 1
+
+
+def test_set_queue_config(conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q", eager=False)
+    settings = [
+        ("ticker_max_count", "7", "queue_ticker_max_count", 7),
+        ("ticker_paused", "true", "queue_ticker_paused", True),
+        ("external_ticker", "true", "queue_external_ticker", True),
+        ("max_retries", "3", "queue_max_retries", 3),
+    ]
+    for param, value, column, expected in settings:
+        assert one(conn, "select pgque.set_queue_config('q', %s, %s)", param, value) == 1
+        assert one(conn, f"select {column} from pgque.queue") == expected
+    for param in ("ticker_max_lag", "ticker_idle_period", "rotation_period"):
+        assert one(conn, "select pgque.set_queue_config('q', %s, '0')", param) == 1
+        assert one(conn, f"select queue_{param} = interval '0' from pgque.queue") is True
+    # NULL puts the default back.
+    one(conn, "select pgque.set_queue_config('q', 'ticker_max_count', null)")
+    assert one(conn, "select queue_ticker_max_count from pgque.queue") == 500
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', null)")
+    assert one(conn, "select queue_rotation_period = interval '2 hours' from pgque.queue")
+
+
+def test_reinstall_keeps_everything(conn: psycopg.Connection[Any]) -> None:
+    import pgque
+
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    one(conn, "select pgque.insert_event('q', 't', 'kept')")
+    tick(conn, "q")
+    one(conn, "select pgque.set_queue_config('q', 'max_retries', '9')")
+    conn.execute("update pgque.config set tick_period_ms = 50")
+    before = {
+        "queue": rows(conn, "select * from pgque.queue"),
+        "tick": rows(conn, "select tick_queue, tick_id, tick_snapshot::text from pgque.tick"),
+        "sub": rows(conn, "select * from pgque.subscription"),
+        "config": rows(conn, "select * from pgque.config"),
+    }
+    pgque.install(conn)
+    pgque.install(conn)
+    after = {
+        "queue": rows(conn, "select * from pgque.queue"),
+        "tick": rows(conn, "select tick_queue, tick_id, tick_snapshot::text from pgque.tick"),
+        "sub": rows(conn, "select * from pgque.subscription"),
+        "config": rows(conn, "select * from pgque.config"),
+    }
+    assert after == before
+    assert consume(conn, "q", "c") == ["kept"]
