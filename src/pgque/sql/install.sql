@@ -17,5 +17,6 @@
 \ir functions/retry.sql
 \ir functions/maint.sql
 \ir functions/info.sql
+\ir functions/triggers.sql
 \ir structure/grants.sql
 \ir structure/commit.sql

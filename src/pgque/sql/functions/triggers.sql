@@ -1,0 +1,1 @@
+-- CDC triggers (jsontriga, logutriga, sqltriga): written by the triggers work.
