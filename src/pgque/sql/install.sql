@@ -8,6 +8,7 @@
 \ir structure/roles.sql
 \ir structure/schema.sql
 \ir structure/tables.sql
+\ir structure/upgrade.sql
 \ir functions/util.sql
 \ir functions/queue_admin.sql
 \ir functions/insert_event.sql

@@ -1,0 +1,57 @@
+"""Static checks on the SQL sources: PostgreSQL 14 compatibility and the version stamp."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pgque
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "src" / "pgque" / "sql"
+
+# Syntax and functions newer than PostgreSQL 14. Only 15 and 18 run here, so
+# 14 holds by construction: none of these may appear in the install sources.
+NEWER_THAN_14 = {
+    r"\bmerge\s+into\b": "MERGE (15)",
+    r"\bnulls\s+not\s+distinct\b": "NULLS NOT DISTINCT (15)",
+    r"\bpg_input_is_valid\b": "pg_input_is_valid (16)",
+    r"\bpg_input_error_info\b": "pg_input_error_info (16)",
+    r"\bsecurity_invoker\b": "security_invoker views (15)",
+    r"\bany_value\b": "ANY_VALUE (16)",
+    r"\bjson_(arrayagg|objectagg|scalar|serialize|exists|query|value|table)\b": "SQL/JSON (16+)",
+    r"\bis\s+(not\s+)?json\b": "IS JSON (16)",
+    r"\bsystem_user\b": "SYSTEM_USER (16)",
+    r"\bpg_stat_io\b": "pg_stat_io (16)",
+    r"\bcreate\s+or\s+replace\s+trigger\b": "fine in 14, listed to keep the check honest",
+}
+NEWER_THAN_14.pop(r"\bcreate\s+or\s+replace\s+trigger\b")
+
+
+def sources() -> list[Path]:
+    return sorted(p for p in SQL_DIR.rglob("*.sql") if p.name != "pgque.sql")
+
+
+def strip_comments(text: str) -> str:
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def test_sources_use_nothing_newer_than_postgresql_14() -> None:
+    found = [
+        f"{path.relative_to(SQL_DIR)}: {what}"
+        for path in sources()
+        for pattern, what in NEWER_THAN_14.items()
+        if re.search(pattern, strip_comments(path.read_text()), re.IGNORECASE)
+    ]
+    assert found == []
+
+
+def test_checker_catches_a_newer_construct() -> None:
+    text = "insert into t select 1; merge into t using s on true when matched then do nothing;"
+    assert any(re.search(p, text, re.IGNORECASE) for p in NEWER_THAN_14)
+
+
+def test_sql_version_matches_package_version() -> None:
+    util = (SQL_DIR / "functions" / "util.sql").read_text()
+    match = re.search(r"select '([^']+)'::text", util)
+    assert match is not None
+    assert match.group(1) == pgque.__version__
