@@ -22,9 +22,7 @@ NEWER_THAN_14 = {
     r"\bis\s+(not\s+)?json\b": "IS JSON (16)",
     r"\bsystem_user\b": "SYSTEM_USER (16)",
     r"\bpg_stat_io\b": "pg_stat_io (16)",
-    r"\bcreate\s+or\s+replace\s+trigger\b": "fine in 14, listed to keep the check honest",
 }
-NEWER_THAN_14.pop(r"\bcreate\s+or\s+replace\s+trigger\b")
 
 
 def sources() -> list[Path]:
