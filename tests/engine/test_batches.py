@@ -47,9 +47,7 @@ def test_batch_spans_one_tick_interval(conn: psycopg.Connection[Any], queue: str
     assert [consume(conn, queue, "c") for _ in range(4)] == [["a"], ["b"], ["c"], None]
 
 
-def test_events_come_with_all_fields_in_id_order(
-    conn: psycopg.Connection[Any], queue: str
-) -> None:
+def test_events_come_with_all_fields_in_id_order(conn: psycopg.Connection[Any], queue: str) -> None:
     ids = [
         one(conn, "select pgque.insert_event('q', 'typ', 'd1')"),
         one(conn, "select pgque.insert_event('q', 'typ2', 'd2', 'e1', 'e2', 'e3', 'e4')"),
@@ -78,7 +76,9 @@ def test_finish_batch_twice_warns_and_returns_zero(
     tick(conn, queue)
     batch_id = one(conn, "select pgque.next_batch('q', 'c')")
     warnings: list[str] = []
-    conn.add_notice_handler(lambda diag: warnings.append(f"{diag.severity}: {diag.message_primary}"))
+    conn.add_notice_handler(
+        lambda diag: warnings.append(f"{diag.severity}: {diag.message_primary}")
+    )
     assert one(conn, "select pgque.finish_batch(%s)", batch_id) == 1
     assert one(conn, "select pgque.finish_batch(%s)", batch_id) == 0
     assert warnings == [f"WARNING: finish_batch: batch {batch_id} not found"]
@@ -87,9 +87,7 @@ def test_finish_batch_twice_warns_and_returns_zero(
 def test_next_batch_custom_thresholds(conn: psycopg.Connection[Any], queue: str) -> None:
     conn.execute("select pgque.insert_event('q', 't', 'x') from generate_series(1, 20)")
     tick(conn, queue)
-    nothing = rows(
-        conn, "select * from pgque.next_batch_custom('q', 'c', '1 hour', null, null)"
-    )
+    nothing = rows(conn, "select * from pgque.next_batch_custom('q', 'c', '1 hour', null, null)")
     assert nothing == [(None,) * 7]
     assert rows(conn, "select * from pgque.next_batch_custom('q', 'c', null, 10000, null)") == [
         (None,) * 7
@@ -98,8 +96,9 @@ def test_next_batch_custom_thresholds(conn: psycopg.Connection[Any], queue: str)
         conn, "select * from pgque.next_batch_custom('q', 'c', null, null, '10 minutes')"
     ) == [(None,) * 7]
     batch = rows(
-        conn, "select batch_id, cur_tick_id, prev_tick_id from pgque.next_batch_custom"
-        "('q', 'c', null, 5, null)"
+        conn,
+        "select batch_id, cur_tick_id, prev_tick_id from pgque.next_batch_custom"
+        "('q', 'c', null, 5, null)",
     )
     assert batch[0][1:] == (2, 1)
 
@@ -114,8 +113,9 @@ def test_min_count_picks_first_tick_when_latest_overshoots(
         conn.execute("select pgque.insert_event('q', 't', 'x') from generate_series(1, 10)")
         tick(conn, queue)
     got = rows(
-        conn, "select cur_tick_id, cur_tick_event_seq - prev_tick_event_seq"
-        " from pgque.next_batch_custom('q', 'c', null, 10, null)"
+        conn,
+        "select cur_tick_id, cur_tick_event_seq - prev_tick_event_seq"
+        " from pgque.next_batch_custom('q', 'c', null, 10, null)",
     )
     assert got[0][0] < 7
     assert got[0][1] >= 10
@@ -125,8 +125,10 @@ def test_batch_info_and_tables(conn: psycopg.Connection[Any], queue: str) -> Non
     tick(conn, queue)
     batch_id = one(conn, "select pgque.next_batch('q', 'c')")
     info = rows(
-        conn, "select queue_name, consumer_name, prev_tick_id, tick_id, batch_end >= batch_start"
-        " from pgque.get_batch_info(%s)", batch_id
+        conn,
+        "select queue_name, consumer_name, prev_tick_id, tick_id, batch_end >= batch_start"
+        " from pgque.get_batch_info(%s)",
+        batch_id,
     )
     assert info == [("q", "c", 1, 2, True)]
     assert rows(conn, "select * from pgque.get_batch_info(-1)") == [(None,) * 9]
@@ -166,7 +168,9 @@ def test_rolled_back_next_batch_forgets_assignment(
     assert rows(conn, "select ev_data from pgque.get_batch_events(%s)", second) == [("x",)]
 
 
-def test_cursor_reads_batch_in_pieces(connect: Any, conn: psycopg.Connection[Any], queue: str) -> None:
+def test_cursor_reads_batch_in_pieces(
+    connect: Any, conn: psycopg.Connection[Any], queue: str
+) -> None:
     conn.execute("select pgque.insert_event('q', 't', i::text) from generate_series(1, 5) i")
     tick(conn, queue)
     batch_id = one(conn, "select pgque.next_batch('q', 'c')")
@@ -176,7 +180,8 @@ def test_cursor_reads_batch_in_pieces(connect: Any, conn: psycopg.Connection[Any
     assert [r[0] for r in first + rest] == ["1", "2", "3", "4", "5"]
     tx.rollback()
     filtered = rows(
-        tx, "select ev_data from pgque.get_batch_cursor(%s, 'cur2', 10, 'ev_data > ''3''')",
+        tx,
+        "select ev_data from pgque.get_batch_cursor(%s, 'cur2', 10, 'ev_data > ''3''')",
         batch_id,
     )
     assert filtered == [("4",), ("5",)]

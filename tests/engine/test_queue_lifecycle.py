@@ -23,8 +23,14 @@ def test_create_queue_builds_tables_and_first_tick(conn: psycopg.Connection[Any]
         )
     }
     base = f"event_{queue_id}"
-    assert {base, f"{base}_0", f"{base}_1", f"{base}_2", f"{base}_id_seq",
-            f"{base}_tick_seq"} <= tables
+    assert {
+        base,
+        f"{base}_0",
+        f"{base}_1",
+        f"{base}_2",
+        f"{base}_id_seq",
+        f"{base}_tick_seq",
+    } <= tables
     assert rows(conn, "select tick_id from pgque.tick where tick_queue = %s", queue_id) == [(1,)]
     assert one(conn, "select pgque.current_event_table('orders')") == f"pgque.{base}_0"
 

@@ -90,11 +90,14 @@ def test_batch_retry_and_move_limit(conn: psycopg.Connection[Any], queue: str) -
 
 
 def test_event_retry_raw(conn: psycopg.Connection[Any], queue: str) -> None:
-    assert one(
-        conn,
-        "select pgque.event_retry_raw('q', 'c', now(), 666, now(), 3, 't', 'raw',"
-        " null, null, null, null)",
-    ) == 666
+    assert (
+        one(
+            conn,
+            "select pgque.event_retry_raw('q', 'c', now(), 666, now(), 3, 't', 'raw',"
+            " null, null, null, null)",
+        )
+        == 666
+    )
     new_id = one(
         conn,
         "select pgque.event_retry_raw('q', 'c', now(), null, now(), null, 't', 'raw2',"

@@ -120,9 +120,7 @@ def test_writer_racing_step1_loses_nothing(
     assert consume(conn, queue, "c") == ["racing"]
 
 
-def test_tick_cleanup_keeps_ticks_consumers_need(
-    conn: psycopg.Connection[Any], queue: str
-) -> None:
+def test_tick_cleanup_keeps_ticks_consumers_need(conn: psycopg.Connection[Any], queue: str) -> None:
     one(conn, "select pgque.register_consumer('q', 'slow')")
     for _ in range(5):
         step1(conn)
@@ -130,8 +128,9 @@ def test_tick_cleanup_keeps_ticks_consumers_need(
         tick(conn, queue)
         consume(conn, queue, "c")
     slow_tick = one(
-        conn, "select sub_last_tick from pgque.subscription s join pgque.consumer c"
-        " on c.co_id = s.sub_consumer where co_name = 'slow'"
+        conn,
+        "select sub_last_tick from pgque.subscription s join pgque.consumer c"
+        " on c.co_id = s.sub_consumer where co_name = 'slow'",
     )
     assert one(conn, "select count(*) from pgque.tick where tick_id = %s", slow_tick) == 1
     # Every consumer can still open its next batch.

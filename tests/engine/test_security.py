@@ -21,10 +21,13 @@ def test_every_definer_function_pins_search_path(conn: psycopg.Connection[Any]) 
         " and not coalesce('search_path=pgque, pg_catalog, pg_temp' = any (p.proconfig), false)",
     )
     assert unpinned == []
-    assert one(
-        conn,
-        "select count(*) from pg_proc where pronamespace = 'pgque'::regnamespace and prosecdef",
-    ) > 20
+    assert (
+        one(
+            conn,
+            "select count(*) from pg_proc where pronamespace = 'pgque'::regnamespace and prosecdef",
+        )
+        > 20
+    )
 
 
 def test_public_can_execute_nothing(conn: psycopg.Connection[Any]) -> None:
@@ -129,18 +132,14 @@ DENIED_CALLS = {
 }
 
 
-@pytest.mark.parametrize(
-    ("kind", "query"), [(k, q) for k, qs in ALLOWED.items() for q in qs]
-)
+@pytest.mark.parametrize(("kind", "query"), [(k, q) for k, qs in ALLOWED.items() for q in qs])
 def test_role_may(
     conn: psycopg.Connection[Any], roles: dict[str, str], batch: int, kind: str, query: str
 ) -> None:
     as_role(conn, roles[kind], query.format(batch=batch))
 
 
-@pytest.mark.parametrize(
-    ("kind", "query"), [(k, q) for k, qs in DENIED_CALLS.items() for q in qs]
-)
+@pytest.mark.parametrize(("kind", "query"), [(k, q) for k, qs in DENIED_CALLS.items() for q in qs])
 def test_role_may_not(
     conn: psycopg.Connection[Any], roles: dict[str, str], batch: int, kind: str, query: str
 ) -> None:
@@ -171,8 +170,12 @@ def test_search_path_cannot_hijack_definer_functions(
         conn.execute("grant all on evil.hits to public")
         for schema in ("evil", "public"):
             for name, args in (
-                ("quote_fqname", "text"), ("nextval", "regclass"), ("now", ""),
-                ("pg_current_xact_id", ""), ("seq_getval", "text"), ("_tick", "integer, boolean"),
+                ("quote_fqname", "text"),
+                ("nextval", "regclass"),
+                ("now", ""),
+                ("pg_current_xact_id", ""),
+                ("seq_getval", "text"),
+                ("_tick", "integer, boolean"),
             ):
                 conn.execute(
                     f"create function {schema}.{name}({args}) returns bigint language sql"

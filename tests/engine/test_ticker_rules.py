@@ -156,7 +156,10 @@ def test_tick_notifies_listeners(conn: psycopg.Connection[Any], connect: Any) ->
     make_queue(conn, "q-1")
     tick_id = ticker(conn, "q-1")
     notices = list(listener.notifies(timeout=5, stop_after=2))
-    assert [(n.channel, n.payload) for n in notices] == [("pgque_q-1", "1"), ("pgque_q-1", str(tick_id))]
+    assert [(n.channel, n.payload) for n in notices] == [
+        ("pgque_q-1", "1"),
+        ("pgque_q-1", str(tick_id)),
+    ]
 
 
 def test_ticker_refuses_repeatable_read(connect: Any) -> None:
