@@ -11,6 +11,7 @@
 \ir structure/upgrade.sql
 \ir functions/util.sql
 \ir functions/queue_admin.sql
+\ir functions/insert_router.sql
 \ir functions/insert_event.sql
 \ir functions/ticker.sql
 \ir functions/consumer.sql

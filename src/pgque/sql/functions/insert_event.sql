@@ -1,14 +1,16 @@
 -- Producing events: the PgQ primitives every send path goes through.
 
-create or replace function pgque.insert_event_raw(
-    queue_name text, ev_id bigint, ev_time timestamptz,
-    ev_owner integer, ev_retry integer, ev_type text, ev_data text,
-    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+-- Internal: the one insert path. Callers are SECURITY DEFINER functions.
+create or replace function pgque._insert_event(
+    i_queue_name text, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
 returns bigint
 language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    v_queue_id integer;
+    v_cur_table integer;
     v_table text;
     v_disabled boolean;
     v_seq_id bigint;
@@ -20,30 +22,36 @@ begin
 
     -- The sequence advances on every call, explicit ids included: the ticker
     -- watches it to notice activity.
-    select q.queue_data_pfx || '_' || q.queue_cur_table,
-           q.queue_disable_insert,
-           pg_catalog.nextval(q.queue_event_seq::regclass)
-      into v_table, v_disabled, v_seq_id
+    select q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+           q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
+      into v_queue_id, v_cur_table, v_table, v_disabled, v_seq_id
       from pgque.queue q
-     where q.queue_name = insert_event_raw.queue_name;
+     where q.queue_name = i_queue_name;
     if not found then
-        raise exception 'queue not found: %', insert_event_raw.queue_name
-            using detail = 'pgque:queue_not_found';
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
     end if;
     if v_disabled and pg_catalog.current_setting('session_replication_role') <> 'replica' then
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
 
-    execute 'insert into ' || pgque.quote_fqname(v_table)
-         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-         || '  ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
-      using coalesce(insert_event_raw.ev_id, v_seq_id), coalesce(insert_event_raw.ev_time, now()),
-            insert_event_raw.ev_owner, insert_event_raw.ev_retry,
-            insert_event_raw.ev_type, insert_event_raw.ev_data,
-            insert_event_raw.ev_extra1, insert_event_raw.ev_extra2,
-            insert_event_raw.ev_extra3, insert_event_raw.ev_extra4;
-    return coalesce(insert_event_raw.ev_id, v_seq_id);
+    perform pgque._insert_routed(
+        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, now()),
+        i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+        i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
+    return coalesce(i_ev_id, v_seq_id);
+end
+$$;
+
+create or replace function pgque.insert_event_raw(
+    queue_name text, ev_id bigint, ev_time timestamptz,
+    ev_owner integer, ev_retry integer, ev_type text, ev_data text,
+    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 end
 $$;
 comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, integer, text, text, text, text, text, text) is
@@ -53,21 +61,24 @@ create or replace function pgque.insert_event(
     queue_name text, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
 returns bigint
-language sql
+language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select pgque.insert_event_raw(queue_name, null, now(), null, null,
-                                  ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+end
 $$;
 comment on function pgque.insert_event(text, text, text, text, text, text, text) is
     'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
 
 create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
 returns bigint
-language sql
+language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select pgque.insert_event(queue_name, ev_type, ev_data, null, null, null, null)
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+end
 $$;
 comment on function pgque.insert_event(text, text, text) is
     'Inserts an event with type and data into the queue. Returns the event id.';

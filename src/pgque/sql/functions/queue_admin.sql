@@ -119,6 +119,7 @@ begin
 
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
+    perform pgque._rebuild_insert_router();
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
     return 1;
@@ -164,6 +165,7 @@ begin
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_event_seq));
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
     delete from pgque.queue where queue_id = q.queue_id;
+    perform pgque._rebuild_insert_router();
     return 1;
 end
 $$;

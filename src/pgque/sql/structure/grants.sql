@@ -63,3 +63,7 @@ grant execute on function
     pgque.insert_event(text, text, text),
     pgque.insert_event(text, text, text, text, text, text, text)
 to pgque_writer;
+
+-- The insert router is generated from the queues that exist (a re-install
+-- may replace the fallback body installed above).
+do $router$ begin perform pgque._rebuild_insert_router(); end $router$;
