@@ -165,3 +165,41 @@ def test_reinstall_keeps_everything(conn: psycopg.Connection[Any]) -> None:
     }
     assert after == before
     assert consume(conn, "q", "c") == ["kept"]
+
+
+def test_insert_router_routes_every_queue_and_table(conn: psycopg.Connection[Any]) -> None:
+    names = [f"r{i}" for i in range(20)]  # enough queues for a few levels of the search
+    for name in names:
+        make_queue(conn, name)
+        one(conn, "select pgque.set_queue_config(%s, 'rotation_period', '0')", name)
+    one(conn, "select pgque.drop_queue('r7')")
+    names.remove("r7")
+    for name in names:
+        one(conn, "select pgque.insert_event(%s, 't', %s)", name, f"{name}/0")
+        one(conn, "select pgque.maint_rotate_tables_step1(%s)", name)
+        one(conn, "select pgque.insert_event(%s, 't', %s)", name, f"{name}/1")
+    placed = rows(
+        conn,
+        "select q.queue_name, c.relname, e.ev_data from pgque.event_template e"
+        " join pg_class c on c.oid = e.tableoid"
+        " join pgque.queue q on c.relname like 'event\\_' || q.queue_id || '\\_%'"
+        " order by q.queue_id, e.ev_id",
+    )
+    expected = []
+    for name in names:
+        queue_id = one(conn, "select queue_id from pgque.queue where queue_name = %s", name)
+        expected += [
+            (name, f"event_{queue_id}_0", f"{name}/0"),
+            (name, f"event_{queue_id}_1", f"{name}/1"),
+        ]
+    assert placed == expected
+
+
+def test_insert_router_falls_back_for_unknown_queues(conn: psycopg.Connection[Any]) -> None:
+    """A router built before a queue existed still inserts, through dynamic SQL."""
+    make_queue(conn, "q")
+    conn.execute(
+        "select pgque._insert_routed(424242, 0, 'pgque.event_1_0', 77, now(), null, null,"
+        " 't', 'fallback', null, null, null, null)"
+    )
+    assert one(conn, "select ev_data from pgque.event_1_0 where ev_id = 77") == "fallback"
