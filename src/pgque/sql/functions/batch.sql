@@ -149,8 +149,12 @@ create or replace function pgque.next_batch_info(
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
 as $$
-    select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
-$$ language sql
+begin
+    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
+                  cur_tick_event_seq, prev_tick_event_seq
+      from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
+end
+$$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
 comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
@@ -158,8 +162,10 @@ comment on function pgque.next_batch_info(text, text) is
 create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
 returns bigint
 as $$
-    select batch_id from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
-$$ language sql
+begin
+    return (pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
+end
+$$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
 comment on function pgque.next_batch(text, text) is
     'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
