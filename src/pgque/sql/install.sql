@@ -9,6 +9,7 @@
 \ir structure/schema.sql
 \ir structure/tables.sql
 \ir structure/upgrade.sql
+\ir structure/types.sql
 \ir functions/util.sql
 \ir functions/queue_admin.sql
 \ir functions/insert_router.sql
@@ -19,6 +20,11 @@
 \ir functions/retry.sql
 \ir functions/maint.sql
 \ir functions/info.sql
+\ir functions/queue_options.sql
+\ir functions/send.sql
+\ir functions/delayed.sql
+\ir functions/receive.sql
+\ir functions/dlq.sql
 \ir functions/triggers.sql
 \ir structure/grants.sql
 \ir structure/commit.sql

@@ -103,7 +103,7 @@ as $$
     -- even with autovacuum on, whose naptime is too slow for them.
     select t from pg_catalog.unnest(array[
         'pgque.subscription', 'pgque.consumer', 'pgque.queue',
-        'pgque.tick', 'pgque.retry_queue']) t
+        'pgque.tick', 'pgque.retry_queue', 'pgque.delayed_events', 'pgque.dead_letter']) t
      where pg_catalog.to_regclass(t) is not null
 $$;
 comment on function pgque.maint_tables_to_vacuum() is
@@ -204,8 +204,9 @@ declare
 begin
     -- 1. Complete rotations begun by an earlier maint() (or step 1 call).
     v_total := v_total + pgque.maint_rotate_tables_step2();
-    -- 2. Every due retry, set-based, no cap.
+    -- 2. Every due retry, set-based, no cap; then due delayed messages.
     v_total := v_total + pgque._move_retry_events(null);
+    v_total := v_total + pgque.maint_deliver_delayed();
     -- 3. Rotation step 1 where due; step 2 follows in the next round.
     for q in
         select queue_name from pgque.queue
@@ -230,4 +231,4 @@ begin
 end
 $$;
 comment on function pgque.maint() is
-    'One maintenance round: completes earlier rotations, moves due retries, starts due rotations, runs extra maintenance. Returns the sum of their results.';
+    'One maintenance round: completes earlier rotations, moves due retries and delayed messages, starts due rotations, runs extra maintenance. Returns the sum of their results.';

@@ -161,6 +161,7 @@ begin
 
     execute format('drop table %s cascade', pgque.quote_fqname(q.queue_data_pfx));
     delete from pgque.retry_queue where ev_queue = q.queue_id;
+    delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_event_seq));
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
@@ -247,6 +248,13 @@ begin
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
+    when 'event_ttl' then
+        v_interval := x_param_value::interval;
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: event_ttl must be > 0, got %', v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
     else
         -- The trailing "s" is PgQ's own wording, kept for callers matching it.
         raise exception 'cannot change parameter "%s"', x_param_name

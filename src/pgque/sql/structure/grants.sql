@@ -55,14 +55,40 @@ grant execute on function
     pgque.get_queue_info(text),
     pgque.get_consumer_info(),
     pgque.get_consumer_info(text),
-    pgque.get_consumer_info(text, text)
+    pgque.get_consumer_info(text, text),
+    pgque.subscribe(text, text),
+    pgque.unsubscribe(text, text),
+    pgque.receive(text, text, integer),
+    pgque.ack(bigint),
+    pgque.nack(bigint, pgque.message, interval, text),
+    pgque.nack(bigint, bigint, interval, text),
+    pgque.dlq_inspect(text, integer)
 to pgque_reader;
 
 grant execute on function
     pgque.version(),
     pgque.insert_event(text, text, text),
-    pgque.insert_event(text, text, text, text, text, text, text)
+    pgque.insert_event(text, text, text, text, text, text, text),
+    pgque.send(text, text),
+    pgque.send(text, jsonb),
+    pgque.send(text, text, text),
+    pgque.send(text, text, jsonb),
+    pgque.send(text, text, text, text, text, text, text),
+    pgque.send(text, text, jsonb, text, text, text, text),
+    pgque.send_batch(text, text[]),
+    pgque.send_batch(text, jsonb[]),
+    pgque.send_batch(text, text, text[]),
+    pgque.send_batch(text, text, jsonb[]),
+    pgque.send_batch(text, text[], text[], text[], text[], text[], text[]),
+    pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]),
+    pgque.send_at(text, text, jsonb, timestamptz),
+    pgque.send_at(text, text, text, timestamptz),
+    pgque.dlq_replay(bigint),
+    pgque.dlq_replay_all(text)
 to pgque_writer;
+
+-- Owner only: not even the admin.
+revoke execute on function pgque.insert_event_bulk(text, text, text[]) from pgque_admin;
 
 -- The insert router is generated from the queues that exist (a re-install
 -- may replace the fallback body installed above).

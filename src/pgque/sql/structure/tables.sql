@@ -25,7 +25,8 @@ create table if not exists pgque.queue (
     queue_event_seq           text not null,
     queue_tick_seq            text not null,
     queue_extra_maint         text[],
-    queue_max_retries         integer
+    queue_max_retries         integer,
+    queue_event_ttl           interval
 );
 
 -- The ticks of every queue: a snapshot plus the event sequence at that moment.
@@ -93,6 +94,45 @@ create table if not exists pgque.retry_queue (
     primary key (ev_owner, ev_id)
 );
 create index if not exists rq_retry_idx on pgque.retry_queue (ev_retry_after);
+
+-- Events that failed too often (or were dead-lettered on purpose), per
+-- queue and consumer. One row per (queue, consumer, event): dead-lettering
+-- is idempotent. Rows go with their queue or consumer.
+create table if not exists pgque.dead_letter (
+    dl_id           bigserial primary key,
+    dl_queue_id     integer not null references pgque.queue (queue_id) on delete cascade,
+    dl_consumer_id  integer not null references pgque.consumer (co_id) on delete cascade,
+    dl_time         timestamptz not null default now(),
+    dl_reason       text,
+    ev_id           bigint not null,
+    ev_time         timestamptz not null,
+    ev_txid         xid8,
+    ev_retry        integer,
+    ev_type         text,
+    ev_data         text,
+    ev_extra1       text,
+    ev_extra2       text,
+    ev_extra3       text,
+    ev_extra4       text
+);
+create index if not exists dl_queue_time_idx on pgque.dead_letter (dl_queue_id, dl_time);
+create unique index if not exists dl_queue_consumer_event_idx
+    on pgque.dead_letter (dl_queue_id, dl_consumer_id, ev_id);
+
+-- Events sent for later delivery; maint_deliver_delayed() moves due rows
+-- into their queue.
+create table if not exists pgque.delayed_events (
+    de_id          bigserial primary key,
+    de_queue_name  text not null,
+    de_deliver_at  timestamptz not null,
+    de_type        text,
+    de_data        text,
+    de_extra1      text,
+    de_extra2      text,
+    de_extra3      text,
+    de_extra4      text
+);
+create index if not exists de_deliver_at_idx on pgque.delayed_events (de_deliver_at);
 
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;

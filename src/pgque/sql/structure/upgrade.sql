@@ -18,6 +18,7 @@ begin
         select * from (values
             ('queue', 'queue_max_retries', 'integer'),
             ('queue', 'queue_extra_maint', 'text[]'),
+            ('queue', 'queue_event_ttl', 'interval'),
             ('subscription', 'sub_role',
              'text not null default ''normal'''
              || ' check (sub_role in (''normal'', ''coop_main'', ''coop_member''))'),

@@ -1,0 +1,193 @@
+-- The modern API, consuming: subscribe, receive, ack, nack.
+--
+-- receive() opens the consumer's next batch (or returns the open one) and
+-- returns its messages; ack() finishes the whole batch, messages beyond
+-- receive()'s limit included; nack() puts one message of the open batch
+-- back for a later retry, or into the dead letter queue once it has been
+-- retried max_retries times.
+
+create or replace function pgque.subscribe(queue text, consumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.register_consumer_at(queue, consumer, null);
+end
+$$;
+comment on function pgque.subscribe(text, text) is
+    'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
+
+create or replace function pgque.unsubscribe(queue text, consumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.unregister_consumer(queue, consumer);
+end
+$$;
+comment on function pgque.unsubscribe(text, text) is
+    'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
+
+-- Internal: the first i_limit messages of an open batch (all when NULL),
+-- leaving out events older than the queue's event_ttl.
+create or replace function pgque._batch_messages(i_batch_id bigint, i_limit integer)
+returns setof pgque.message
+language plpgsql
+as $$
+declare
+    v_ttl interval;
+begin
+    select q.queue_event_ttl into v_ttl
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    return query execute
+        'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
+        || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
+        || ' from (' || pgque.batch_event_sql(i_batch_id) || ') b'
+        || ' where $2 is null or b.ev_time >= now() - $2'
+        || ' order by b.ev_id limit $3'
+      using i_batch_id, v_ttl, i_limit;
+end
+$$;
+
+create or replace function pgque.receive(
+    i_queue text, i_consumer text, i_max_return integer default 100)
+returns setof pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    if i_max_return is null or i_max_return < 1 then
+        raise exception 'pgque.receive: max_return must be >= 1, got %',
+            coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    loop
+        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        -- An empty window: nothing to ack, so finish it here and look at
+        -- the next one (a bounded number per call).
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
+end
+$$;
+comment on function pgque.receive(text, text, integer) is
+    'Returns up to i_max_return messages of the consumer''s open or next batch, by msg_id; the same batch again until ack(). Empty batches are finished internally.';
+
+create or replace function pgque.ack(i_batch_id bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.finish_batch(i_batch_id);
+end
+$$;
+comment on function pgque.ack(bigint) is
+    'Finishes the whole batch (every message in it, returned or not). Returns 1, or 0 with a WARNING when it is not open.';
+
+-- Internal: dead-letters one event of an open batch for the batch's consumer.
+-- Idempotent per (queue, consumer, event).
+create or replace function pgque._dead_letter(
+    i_batch_id bigint, i_event pgque.event_template, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_sub record;
+begin
+    select sub_queue, sub_consumer into v_sub from pgque.subscription where sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    insert into pgque.dead_letter
+        (dl_queue_id, dl_consumer_id, dl_reason, ev_id, ev_time, ev_txid, ev_retry,
+         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (v_sub.sub_queue, v_sub.sub_consumer, i_reason, i_event.ev_id, i_event.ev_time,
+            i_event.ev_txid, i_event.ev_retry, i_event.ev_type, i_event.ev_data,
+            i_event.ev_extra1, i_event.ev_extra2, i_event.ev_extra3, i_event.ev_extra4)
+    on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
+    return 1;
+end
+$$;
+
+-- Internal: the nack policy for one event of an open batch: retry it, or
+-- dead-letter it once it was retried max_retries times.
+create or replace function pgque._nack(
+    i_batch_id bigint, i_msg_id bigint, i_retry_after interval, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_event pgque.event_template;
+    v_max_retries integer;
+    v_seconds integer;
+begin
+    select coalesce(q.queue_max_retries, 5) into v_max_retries
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    if i_retry_after is null or i_retry_after < interval '0' then
+        raise exception 'nack: retry_after must be a non-negative interval, got % (batch %)',
+            coalesce(i_retry_after::text, 'NULL'), i_batch_id
+            using detail = 'pgque:invalid_argument';
+    end if;
+    -- Re-read the event from the batch: only its id is taken from the caller.
+    select * into v_event from pgque._batch_events_by_id(i_batch_id, array[i_msg_id]);
+    if not found or i_msg_id is null then
+        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), i_batch_id
+            using detail = 'pgque:event_not_found';
+    end if;
+    if coalesce(v_event.ev_retry, 0) >= v_max_retries then
+        return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'max retries exceeded'));
+    end if;
+    v_seconds := ceil(extract(epoch from i_retry_after))::integer;
+    perform pgque._retry_batch_events(i_batch_id, array[i_msg_id],
+                                      current_timestamp + v_seconds * interval '1 second');
+    return 1;
+end
+$$;
+
+create or replace function pgque.nack(
+    i_batch_id bigint, i_msg pgque.message,
+    i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack(bigint, pgque.message, interval, text) is
+    'Retries a message of the open batch after i_retry_after, or dead-letters it once retried max_retries times. Only msg_id is read from i_msg. Returns 1; the batch stays open for ack().';
+
+create or replace function pgque.nack(
+    i_batch_id bigint, i_msg_id bigint,
+    i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._nack(i_batch_id, i_msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack(bigint, bigint, interval, text) is
+    'nack() by message id, for clients that kept only ids.';

@@ -1,0 +1,231 @@
+-- The modern API, producing: send, send_batch, insert_event_bulk.
+--
+-- text payloads are stored verbatim (untyped literals choose the text
+-- overloads); jsonb payloads are validated by their type and stored as
+-- canonical JSON text. Storage is ev_data text either way. A send is
+-- visible to consumers once its transaction commits and a later tick
+-- covers it.
+
+create or replace function pgque.send(queue_name text, type_name text, payload text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, text) is
+    'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, jsonb) is
+    'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, 'default', $2, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text) is
+    'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, 'default', $2::text,
+                               null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, jsonb) is
+    'Sends one JSON message of type ''default''. Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload text,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send(text, text, text, text, text, text, text) is
+    'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload jsonb,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send(text, text, jsonb, text, text, text, text) is
+    'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
+
+-- Internal: inserts many events into one queue with one statement. Every
+-- array but i_payloads may be NULL (all NULL) or must have its length;
+-- i_type is used where i_types is NULL. Returns the ids in input order.
+create or replace function pgque._send_batch(
+    i_queue_name text, i_type text, i_types text[], i_payloads text[],
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns bigint[]
+language plpgsql
+as $$
+declare
+    n integer;
+    q pgque.queue%rowtype;
+    v_ids bigint[];
+    v_extra text[];
+    v_name text;
+    i integer := 0;
+begin
+    if i_payloads is null then
+        raise exception 'payloads must not be null' using detail = 'pgque:invalid_argument';
+    end if;
+    n := pg_catalog.cardinality(i_payloads);
+    if n = 0 then
+        return '{}';
+    end if;
+    foreach v_name in array array['types', 'extra1', 'extra2', 'extra3', 'extra4'] loop
+        i := i + 1;
+        v_extra := case i when 1 then i_types when 2 then i_extra1 when 3 then i_extra2
+                          when 4 then i_extra3 else i_extra4 end;
+        if v_extra is not null and pg_catalog.cardinality(v_extra) <> n then
+            raise exception 'send_batch: % has % elements, payloads has %; parallel arrays must have the same length',
+                v_name, pg_catalog.cardinality(v_extra), n
+                using detail = 'pgque:invalid_argument';
+        end if;
+    end loop;
+
+    -- The txid first, then the current table (see _insert_event).
+    perform pg_catalog.pg_current_xact_id();
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_disable_insert
+       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
+    end if;
+
+    -- Ids in input order, then one INSERT ... SELECT for the whole batch.
+    v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
+                     from pg_catalog.generate_series(1, n));
+    execute 'insert into ' || pgque.quote_fqname(q.queue_data_pfx || '_' || q.queue_cur_table)
+         || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' select $1[k], now(), coalesce($2[k], $3), p, $4[k], $5[k], $6[k], $7[k]'
+         || ' from pg_catalog.unnest($8) with ordinality as b(p, k)'
+      using v_ids, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4, i_payloads;
+    return v_ids;
+end
+$$;
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text, text[]) is
+    'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text, jsonb[]) is
+    'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', null, $2, null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text[]) is
+    'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, jsonb[]) is
+    'Sends many JSON messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads text[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
+    'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads jsonb[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
+    'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
+
+create or replace function pgque.insert_event_bulk(
+    queue_name text, ev_type text, ev_data_list text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.insert_event_bulk(text, text, text[]) is
+    'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';
