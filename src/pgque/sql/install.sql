@@ -25,6 +25,9 @@
 \ir functions/delayed.sql
 \ir functions/receive.sql
 \ir functions/dlq.sql
+\ir functions/lifecycle.sql
+\ir functions/observability.sql
+\ir functions/test_helpers.sql
 \ir functions/triggers.sql
 \ir structure/grants.sql
 \ir structure/commit.sql

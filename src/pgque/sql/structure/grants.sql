@@ -88,7 +88,20 @@ grant execute on function
 to pgque_writer;
 
 -- Owner only: not even the admin.
-revoke execute on function pgque.insert_event_bulk(text, text, text[]) from pgque_admin;
+do $owner_only$
+declare
+    v_fn regprocedure;
+begin
+    for v_fn in
+        select f from pg_catalog.unnest(array[
+            pg_catalog.to_regprocedure('pgque.insert_event_bulk(text, text, text[])'),
+            pg_catalog.to_regprocedure('pgque.uninstall()')]) f
+         where f is not null
+    loop
+        execute format('revoke execute on function %s from pgque_admin', v_fn);
+    end loop;
+end
+$owner_only$;
 
 -- The insert router is generated from the queues that exist (a re-install
 -- may replace the fallback body installed above).

@@ -1,0 +1,1 @@
+-- lifecycle: written with the lifecycle and observability work.

@@ -1,0 +1,1 @@
+-- observability: written with the lifecycle and observability work.

@@ -1,0 +1,1 @@
+-- test helpers: written with the lifecycle and observability work.
