@@ -204,3 +204,22 @@ def test_insert_router_falls_back_for_unknown_queues(conn: psycopg.Connection[An
         " 't', 'fallback', null, null, null, null)"
     )
     assert one(conn, "select ev_data from pgque.event_1_0 where ev_id = 77") == "fallback"
+
+
+def test_key_operations_write_structured_log_events(conn: psycopg.Connection[Any]) -> None:
+    logged: list[tuple[str | None, str | None]] = []
+    conn.add_notice_handler(lambda d: logged.append((d.message_primary, d.message_detail)))
+    conn.execute("set client_min_messages = log")
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    one(conn, "select pgque.unregister_consumer('q', 'c')")
+    one(conn, "select pgque.drop_queue('q')")
+    ours = [(m, d) for m, d in logged if m and m.startswith("pgque [")]
+    assert ours == [
+        ("pgque [info] queue: created", '{"queue": "q"}'),
+        ("pgque [info] consumer: registered", '{"tick": 1, "queue": "q", "consumer": "c"}'),
+        ("pgque [info] consumer: unregistered", '{"queue": "q", "consumer": "c"}'),
+        ("pgque [info] queue: dropped", '{"force": false, "queue": "q"}'),
+    ]
+    with pytest.raises(psycopg.errors.RaiseException, match="log_event: level must be one of"):
+        conn.execute("select pgque.log_event('loud', 'x', 'y')")

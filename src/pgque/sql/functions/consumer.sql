@@ -58,6 +58,8 @@ begin
 
     insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
     values (v_queue_id, v_co_id, v_tick_id);
+    perform pgque.log_event('info', 'consumer', 'registered', jsonb_build_object(
+        'queue', x_queue_name, 'consumer', x_consumer_name, 'tick', v_tick_id));
     return 1;
 end
 $$;
@@ -101,6 +103,8 @@ begin
     delete from pgque.consumer c
      where c.co_id = v_sub.sub_consumer
        and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
+    perform pgque.log_event('info', 'consumer', 'unregistered', jsonb_build_object(
+        'queue', x_queue_name, 'consumer', x_consumer_name));
     return 1;
 end
 $$;

@@ -66,6 +66,8 @@ begin
            queue_switch_step2 = null
      where queue_id = q.queue_id;
 
+    perform pgque.log_event('info', 'rotation', 'step 1', jsonb_build_object(
+        'queue', i_queue_name, 'table', (q.queue_cur_table + 1) % q.queue_ntables));
     -- Ticks below the previous step 2 can no longer start a batch.
     delete from pgque.tick
      where tick_queue = q.queue_id
@@ -88,6 +90,9 @@ begin
        set queue_switch_step2 = pg_catalog.pg_current_xact_id()
      where queue_switch_step2 is null
        and queue_switch_step1 < pg_catalog.pg_current_xact_id();
+    if found then
+        perform pgque.log_event('info', 'rotation', 'step 2', '{}');
+    end if;
     return 0;
 end
 $$;

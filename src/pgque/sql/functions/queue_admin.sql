@@ -120,6 +120,7 @@ begin
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
     perform pgque._rebuild_insert_router();
+    perform pgque.log_event('info', 'queue', 'created', jsonb_build_object('queue', i_queue_name));
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
     return 1;
@@ -167,6 +168,8 @@ begin
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
     delete from pgque.queue where queue_id = q.queue_id;
     perform pgque._rebuild_insert_router();
+    perform pgque.log_event('info', 'queue', 'dropped',
+                            jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
     return 1;
 end
 $$;

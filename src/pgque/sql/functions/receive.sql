@@ -121,6 +121,10 @@ begin
             i_event.ev_txid, i_event.ev_retry, i_event.ev_type, i_event.ev_data,
             i_event.ev_extra1, i_event.ev_extra2, i_event.ev_extra3, i_event.ev_extra4)
     on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
+    if found then
+        perform pgque.log_event('warning', 'dlq', 'dead-lettered', jsonb_build_object(
+            'batch', i_batch_id, 'ev_id', i_event.ev_id, 'reason', i_reason));
+    end if;
     return 1;
 end
 $$;

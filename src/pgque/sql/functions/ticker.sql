@@ -63,6 +63,11 @@ begin
         if not i_always then
             v_new := v_seq - v_last.tick_event_seq;
             v_lag := now() - v_last.tick_time;
+            if v_new < 0 then
+                perform pgque.log_event('warning', 'ticker', 'event sequence below the last tick',
+                    jsonb_build_object('queue', q.queue_name, 'sequence', v_seq,
+                                       'tick_event_seq', v_last.tick_event_seq));
+            end if;
             if v_new > 0 then
                 -- Events arrived: wait for enough of them or for max_lag.
                 if v_new < q.queue_ticker_max_count and v_lag < q.queue_ticker_max_lag then

@@ -63,3 +63,22 @@ create or replace function pgque._xid8_to_int8(i_xid xid8)
 returns bigint
 language sql immutable strict parallel safe
 as $$ select i_xid::text::bigint $$;
+
+create or replace function pgque.log_event(
+    i_level text, i_component text, i_message text, i_attrs jsonb default '{}')
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if i_level is null or i_level not in ('debug', 'info', 'notice', 'warning', 'error') then
+        raise exception 'log_event: level must be one of debug, info, notice, warning, error, got %',
+            coalesce(i_level, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    -- Structured: a fixed prefix to grep for, the attributes as JSON in DETAIL.
+    raise log 'pgque [%] %: %', i_level, i_component, i_message
+        using detail = coalesce(i_attrs, '{}')::text;
+end
+$$;
+comment on function pgque.log_event(text, text, text, jsonb) is
+    'Writes a structured pgque event to the server log (RAISE LOG; attributes as JSON in DETAIL).';
