@@ -25,6 +25,7 @@
 \ir functions/delayed.sql
 \ir functions/receive.sql
 \ir functions/dlq.sql
+\ir functions/coop.sql
 \ir functions/lifecycle.sql
 \ir functions/observability.sql
 \ir functions/test_helpers.sql

@@ -69,7 +69,7 @@ declare
 begin
     -- The row lock makes a concurrent caller wait and then get the same batch.
     select sub.sub_queue, sub.sub_consumer, sub.sub_batch, sub.sub_last_tick, sub.sub_next_tick,
-           t.tick_id as last_tick_id, t.tick_time as last_tick_time,
+           sub.sub_role, t.tick_id as last_tick_id, t.tick_time as last_tick_time,
            t.tick_event_seq as last_tick_seq
       into s
       from pgque.queue q
@@ -82,6 +82,14 @@ begin
         raise exception 'Not subscriber to queue: %/%',
             coalesce(i_queue_name, 'NULL'), coalesce(i_consumer_name, 'NULL')
             using detail = 'pgque:consumer_not_found';
+    end if;
+    -- Cooperative groups hand out batches through their own functions.
+    if s.sub_role = 'coop_main' then
+        raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
+            i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
+    elsif s.sub_role = 'coop_member' then
+        raise exception 'consumer % on queue % is a cooperative subconsumer; use receive_coop / next_batch (cooperative form) instead of the legacy 5-arg next_batch_custom',
+            i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
     end if;
     if s.last_tick_id is null then
         raise exception 'pgque corruption: consumer % on queue % points at missing tick %',
@@ -307,11 +315,18 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    -- A cooperative member has no position of its own (the group's main row
+    -- holds it): between batches it points nowhere, holding back no rotation.
     update pgque.subscription
-       set sub_active = now(), sub_last_tick = sub_next_tick,
+       set sub_active = now(),
+           sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
            sub_next_tick = null, sub_batch = null
-     where sub_batch = x_batch_id;
+     where sub_batch = x_batch_id and sub_role <> 'coop_main';
     if not found then
+        if exists (select 1 from pgque.subscription where sub_batch = x_batch_id) then
+            raise exception 'cannot finish cooperative main consumer batch % as normal active consumer',
+                x_batch_id using detail = 'pgque:cooperative_consumer';
+        end if;
         -- Finishing twice is not an error.
         raise warning 'finish_batch: batch % not found', x_batch_id;
         return 0;

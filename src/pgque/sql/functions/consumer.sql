@@ -86,7 +86,7 @@ as $$
 declare
     v_sub record;
 begin
-    select s.sub_id, s.sub_queue, s.sub_consumer into v_sub
+    select s.sub_id, s.sub_queue, s.sub_consumer, s.sub_role into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
@@ -94,6 +94,15 @@ begin
        for update of s, c;
     if not found then
         return 0;
+    end if;
+    if v_sub.sub_role = 'coop_main' then
+        raise exception 'cannot unregister cooperative main consumer with registered subconsumers'
+            using detail = 'pgque:cooperative_consumer';
+    elsif v_sub.sub_role = 'coop_member' then
+        -- Retries belong to the whole group (shared sub_id): keep them.
+        return pgque.unregister_subconsumer(
+            x_queue_name, pg_catalog.split_part(x_consumer_name, '.', 1),
+            pg_catalog.substr(x_consumer_name, pg_catalog.strpos(x_consumer_name, '.') + 1), 0);
     end if;
 
     -- Pending retries belong to this registration only.

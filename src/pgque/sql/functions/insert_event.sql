@@ -92,6 +92,9 @@ declare
     v_table text;
     v_disabled boolean;
 begin
+    -- As in _insert_event: the caller's txid before the current table, so a
+    -- COPY into the answer cannot land in a retired table above step 2.
+    perform pg_catalog.pg_current_xact_id();
     select queue_data_pfx || '_' || queue_cur_table, queue_disable_insert
       into v_table, v_disabled
       from pgque.queue where queue_name = x_queue_name;

@@ -36,7 +36,8 @@ begin
     -- The table about to be emptied was last written before the previous
     -- step 2: rotate only when every consumer's position is past it.
     select sub_last_tick into v_oldest_tick from pgque.subscription
-     where sub_queue = q.queue_id order by sub_last_tick limit 1;
+     where sub_queue = q.queue_id and sub_last_tick is not null
+     order by sub_last_tick limit 1;
     if found then
         select pg_catalog.pg_snapshot_xmin(tick_snapshot) into v_oldest_xmin
           from pgque.tick where tick_queue = q.queue_id and tick_id = v_oldest_tick;

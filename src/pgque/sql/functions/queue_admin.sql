@@ -137,6 +137,7 @@ as $$
 declare
     q pgque.queue%rowtype;
     v_consumer text;
+    v_messages text;
 begin
     if x_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
@@ -160,7 +161,11 @@ begin
             using detail = 'pgque:consumers_attached';
     end if;
 
+    -- Quietly: DROP ... CASCADE would report each child table as a NOTICE.
+    v_messages := pg_catalog.current_setting('client_min_messages');
+    perform pg_catalog.set_config('client_min_messages', 'warning', true);
     execute format('drop table %s cascade', pgque.quote_fqname(q.queue_data_pfx));
+    perform pg_catalog.set_config('client_min_messages', v_messages, true);
     delete from pgque.retry_queue where ev_queue = q.queue_id;
     delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;

@@ -110,7 +110,13 @@ as $$
 declare
     v_sub record;
 begin
-    select sub_queue, sub_consumer into v_sub from pgque.subscription where sub_batch = i_batch_id;
+    -- A cooperative member's dead letters belong to its group's main consumer.
+    select m.sub_queue, m.sub_consumer into v_sub
+      from pgque.subscription s
+      join pgque.subscription m on m.sub_queue = s.sub_queue and m.sub_id = s.sub_id
+                               and m.sub_role = case when s.sub_role = 'coop_member'
+                                                     then 'coop_main' else s.sub_role end
+     where s.sub_batch = i_batch_id;
     if not found then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
     end if;

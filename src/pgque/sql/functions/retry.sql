@@ -156,9 +156,12 @@ begin
         select qu.queue_id, qu.queue_event_seq,
                qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table,
                pg_catalog.array_agg(r.ctid) as rows
-          from (select ctid, ev_queue from pgque.retry_queue
-                 where ev_retry_after <= current_timestamp
-                 order by ev_retry_after
+          from (select rq.ctid, rq.ev_queue from pgque.retry_queue rq
+                 where rq.ev_retry_after <= current_timestamp
+                   -- A queue closed for inserts keeps its retries until it reopens.
+                   and rq.ev_queue in (select queue_id from pgque.queue
+                                        where not queue_disable_insert)
+                 order by rq.ev_retry_after
                  limit i_limit) r
           join pgque.queue qu on qu.queue_id = r.ev_queue
          group by qu.queue_id

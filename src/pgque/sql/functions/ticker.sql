@@ -50,6 +50,9 @@ begin
 
     -- From here on every statement sees the ticks committed before the lock.
     select * into q from pgque.queue where queue_id = i_queue_id;
+    if not found then
+        return null;  -- dropped while we waited for the lock
+    end if;
     select * into v_last from pgque.tick
      where tick_queue = i_queue_id order by tick_id desc limit 1;
 

@@ -62,7 +62,15 @@ grant execute on function
     pgque.ack(bigint),
     pgque.nack(bigint, pgque.message, interval, text),
     pgque.nack(bigint, bigint, interval, text),
-    pgque.dlq_inspect(text, integer)
+    pgque.dlq_inspect(text, integer),
+    pgque.register_subconsumer(text, text, text, boolean),
+    pgque.subscribe_subconsumer(text, text, text, boolean),
+    pgque.unregister_subconsumer(text, text, text, integer),
+    pgque.unsubscribe_subconsumer(text, text, text, integer),
+    pgque.touch_subconsumer(text, text, text),
+    pgque.next_batch(text, text, text, interval),
+    pgque.next_batch_custom(text, text, text, interval, int4, interval, interval),
+    pgque.receive_coop(text, text, text, integer, interval)
 to pgque_reader;
 
 grant execute on function
