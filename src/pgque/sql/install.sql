@@ -26,6 +26,8 @@
 \ir functions/receive.sql
 \ir functions/dlq.sql
 \ir functions/coop.sql
+\ir functions/idem.sql
+\ir functions/partition.sql
 \ir functions/lifecycle.sql
 \ir functions/observability.sql
 \ir functions/test_helpers.sql

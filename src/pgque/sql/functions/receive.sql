@@ -12,6 +12,10 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    if pg_catalog.strpos(consumer, '#') > 0 then
+        raise exception 'consumer name must not contain the reserved character #: %', consumer
+            using detail = 'pgque:invalid_argument';
+    end if;
     return pgque.register_consumer_at(queue, consumer, null);
 end
 $$;
@@ -67,6 +71,10 @@ begin
         raise exception 'pgque.receive: max_return must be >= 1, got %',
             coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
+    if pgque._is_slot_consumer(i_consumer) then
+        raise exception 'consumer % is a partition slot consumer; use pgque.receive_partitioned()',
+            i_consumer using detail = 'pgque:partition_slot';
+    end if;
     loop
         v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
         if v_batch_id is null then
@@ -94,11 +102,30 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
     return pgque.finish_batch(i_batch_id);
 end
 $$;
 comment on function pgque.ack(bigint) is
     'Finishes the whole batch (every message in it, returned or not). Returns 1, or 0 with a WARNING when it is not open.';
+
+-- Internal: the modern ack/nack leave partition slots' batches to the slot API.
+create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
+returns void
+language plpgsql
+as $$
+declare
+    v_name text;
+begin
+    select c.co_name into v_name
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_batch = i_batch_id;
+    if v_name is not null and pgque._is_slot_consumer(v_name) then
+        raise exception 'batch % belongs to partition slot consumer %; %', i_batch_id, v_name, i_hint
+            using detail = 'pgque:partition_slot';
+    end if;
+end
+$$;
 
 -- Internal: dead-letters one event of an open batch for the batch's consumer.
 -- Idempotent per (queue, consumer, event).
@@ -182,6 +209,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
     return pgque._nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end
 $$;
@@ -196,6 +224,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
     return pgque._nack(i_batch_id, i_msg_id, i_retry_after, i_reason);
 end
 $$;

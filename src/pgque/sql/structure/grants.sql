@@ -70,8 +70,18 @@ grant execute on function
     pgque.touch_subconsumer(text, text, text),
     pgque.next_batch(text, text, text, interval),
     pgque.next_batch_custom(text, text, text, interval, int4, interval, interval),
-    pgque.receive_coop(text, text, text, integer, interval)
+    pgque.receive_coop(text, text, text, integer, interval),
+    pgque.subscribe_slot(text, text, integer, integer),
+    pgque.unsubscribe_slot(text, text, integer),
+    pgque.claim_slot(text, text, integer, text, interval),
+    pgque.release_slot(text, text, integer, text),
+    pgque.receive_partitioned(text, text, integer, integer, text, integer),
+    pgque.ack_partitioned(text, text, integer, integer, text),
+    pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text)
 to pgque_reader;
+grant select on pgque.partition_slot_status to pgque_reader;
+-- Idempotency keys are nobody's business but send_idem's.
+revoke all on pgque.idem from pgque_reader, pgque_admin;
 
 grant execute on function
     pgque.version(),
@@ -92,7 +102,11 @@ grant execute on function
     pgque.send_at(text, text, jsonb, timestamptz),
     pgque.send_at(text, text, text, timestamptz),
     pgque.dlq_replay(bigint),
-    pgque.dlq_replay_all(text)
+    pgque.dlq_replay_all(text),
+    pgque.send(text, text, jsonb, text),
+    pgque.send(text, text, text, text),
+    pgque.send_idem(text, text, text, text, interval, text),
+    pgque.send_idem(text, text, jsonb, text, interval, text)
 to pgque_writer;
 
 -- Owner only: not even the admin.

@@ -134,6 +134,38 @@ create table if not exists pgque.delayed_events (
 );
 create index if not exists de_deliver_at_idx on pgque.delayed_events (de_deliver_at);
 
+-- Idempotency keys of send_idem(): one claimed event per (queue, key) until
+-- the key expires. No application role may read or write it.
+create table if not exists pgque.idem (
+    queue_id    integer not null references pgque.queue (queue_id) on delete cascade,
+    idem_key    text not null,
+    event_id    bigint not null,
+    expires_at  timestamptz not null,
+    primary key (queue_id, idem_key)
+);
+create index if not exists idem_expires_idx on pgque.idem (expires_at);
+
+-- Partitioned consumers: the slot count N each (queue, consumer) is pinned
+-- to, and one lease per slot (worker, expiry, fencing epoch).
+create table if not exists pgque.partition_consumer (
+    queue_id  integer not null references pgque.queue (queue_id) on delete cascade,
+    co_name   text not null,
+    n         integer not null check (n >= 1),
+    primary key (queue_id, co_name)
+);
+create table if not exists pgque.partition_slot (
+    queue_id     integer not null,
+    co_name      text not null,
+    slot         integer not null check (slot >= 0),
+    lease_owner  text,
+    lease_until  timestamptz,
+    lease_ttl    interval,
+    epoch        bigint not null default 0,
+    primary key (queue_id, co_name, slot),
+    foreign key (queue_id, co_name)
+        references pgque.partition_consumer (queue_id, co_name) on delete cascade
+);
+
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 

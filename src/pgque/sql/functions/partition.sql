@@ -1,0 +1,354 @@
+-- Partition keys: per-key ordered processing by N fixed slots.
+--
+-- A message's partition key is stored in ev_extra1. Slot k of consumer C is
+-- an ordinary subscription named 'C#k/N' that reads the whole stream and
+-- keeps the messages whose key hashes to k (NULL keys go to slot 0), so one
+-- key's messages stay in order within one slot. A worker holds a slot by a
+-- lease kept in pgque.partition_slot (owner, expiry, fencing epoch), so it
+-- works through transaction-mode poolers; every slot call renews the lease
+-- and refuses anyone else.
+
+create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload::text,
+                               i_partition_key, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, jsonb, text) is
+    'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
+
+create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+                               i_partition_key, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, text, text) is
+    'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
+
+-- Internal: the slot of a partition key among i_n slots.
+create or replace function pgque._partition_slot(i_key text, i_n integer)
+returns integer
+language sql immutable parallel safe
+as $$
+    select case when i_key is null then 0
+                else ((pg_catalog.hashtextextended(i_key, 0) % i_n + i_n) % i_n)::integer end
+$$;
+
+-- Internal: the subscription name of slot i_slot of i_n.
+create or replace function pgque._slot_consumer(i_consumer text, i_slot integer, i_n integer)
+returns text
+language sql immutable
+as $$ select i_consumer || '#' || i_slot || '/' || i_n $$;
+
+-- Internal: is this consumer name a partition slot's subscription?
+create or replace function pgque._is_slot_consumer(i_name text)
+returns boolean
+language sql immutable
+as $$ select pg_catalog.strpos(i_name, '#') > 0 and i_name ~ '#[0-9]+/[0-9]+$' $$;
+
+-- Internal: the queue id after checking the consumer is partitioned with i_n
+-- slots (NULL i_n: any) and i_slot is one of them.
+create or replace function pgque._partitioned_queue(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_check_n boolean)
+returns integer
+language plpgsql
+as $$
+declare
+    v_queue_id integer;
+    v_n integer;
+begin
+    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    select n into v_n from pgque.partition_consumer
+     where queue_id = v_queue_id and co_name = i_consumer;
+    if not found then
+        raise exception 'consumer % on queue % is not a partitioned consumer; call pgque.subscribe_slot() first',
+            i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+    end if;
+    if i_check_n and i_n is distinct from v_n then
+        raise exception 'wrong slot count for consumer % on queue %: pinned n=%, caller passed n=%',
+            i_consumer, i_queue, v_n, coalesce(i_n::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    if i_slot is null or i_slot < 0 or i_slot >= v_n then
+        raise exception 'slot % of consumer % on queue % is out of range 0..%',
+            coalesce(i_slot::text, 'NULL'), i_consumer, i_queue, v_n - 1
+            using detail = 'pgque:invalid_argument';
+    end if;
+    return v_queue_id;
+end
+$$;
+
+-- Internal: checks that i_worker holds the slot's lease and renews it.
+create or replace function pgque._hold_slot(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
+    v_lease record;
+begin
+    select lease_owner, lease_until into v_lease from pgque.partition_slot
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
+       for no key update;
+    if v_lease.lease_owner is null
+       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= now()) then
+        raise exception 'slot % of consumer % on queue % is not leased; call pgque.claim_slot() first',
+            i_slot, i_consumer, i_queue using detail = 'pgque:not_leased';
+    end if;
+    if v_lease.lease_owner is distinct from i_worker then
+        raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
+            i_slot, i_consumer, i_queue, v_lease.lease_owner, coalesce(i_worker, 'NULL')
+            using detail = 'pgque:fenced';
+    end if;
+    update pgque.partition_slot set lease_until = now() + lease_ttl
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+    return v_queue_id;
+end
+$$;
+
+create or replace function pgque.subscribe_slot(i_queue text, i_consumer text, i_slot integer, i_n integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_n integer;
+begin
+    if coalesce(i_consumer, '') = '' then
+        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if pg_catalog.strpos(i_consumer, '#') > 0 then
+        raise exception 'consumer name must not contain the reserved character #: %', i_consumer
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_n is null or i_n < 1 then
+        raise exception 'slot count must be >= 1, got % (consumer % on queue %)',
+            coalesce(i_n::text, 'NULL'), i_consumer, i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    insert into pgque.partition_consumer (queue_id, co_name, n)
+    values (v_queue_id, i_consumer, i_n)
+    on conflict (queue_id, co_name) do nothing;
+    select n into v_n from pgque.partition_consumer
+     where queue_id = v_queue_id and co_name = i_consumer for update;
+    if v_n <> i_n then
+        raise exception 'consumer % on queue % is pinned to n=%; got n=% (unsubscribe all slots to change the slot count)',
+            i_consumer, i_queue, v_n, i_n using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
+    perform pgque.register_consumer_at(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n), null);
+    insert into pgque.partition_slot (queue_id, co_name, slot)
+    values (v_queue_id, i_consumer, i_slot)
+    on conflict do nothing;
+end
+$$;
+comment on function pgque.subscribe_slot(text, text, integer, integer) is
+    'Subscribes slot i_slot of i_n of a partitioned consumer (its subscription is named consumer#slot/n). N is pinned per queue and consumer.';
+
+create or replace function pgque.unsubscribe_slot(i_queue text, i_consumer text, i_slot integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_n integer;
+begin
+    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    select n into v_n from pgque.partition_consumer
+     where queue_id = v_queue_id and co_name = i_consumer for update;
+    perform pgque.unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
+    delete from pgque.partition_slot
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+    -- The last slot gone: the slot count is no longer pinned.
+    delete from pgque.partition_consumer p
+     where p.queue_id = v_queue_id and p.co_name = i_consumer
+       and not exists (select 1 from pgque.partition_slot s
+                        where s.queue_id = p.queue_id and s.co_name = p.co_name);
+end
+$$;
+comment on function pgque.unsubscribe_slot(text, text, integer) is
+    'Removes one slot''s subscription and lease; the last one unpins the slot count.';
+
+create or replace function pgque.claim_slot(
+    i_queue text, i_consumer text, i_slot integer, i_worker text,
+    i_ttl interval default '30 seconds')
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_lease record;
+begin
+    if coalesce(i_worker, '') = '' then
+        raise exception 'worker id must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if i_ttl is null or i_ttl < interval '1 second' then
+        raise exception 'lease ttl must be >= 1 second, got %', coalesce(i_ttl::text, 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    select lease_owner, lease_until, epoch into v_lease from pgque.partition_slot
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
+       for no key update;
+    if not found then
+        raise exception 'slot % of consumer % on queue % is not subscribed; call pgque.subscribe_slot() first',
+            i_slot, i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+    end if;
+    if v_lease.lease_owner = i_worker and v_lease.lease_until > now() then
+        -- The holder renews: same epoch.
+        update pgque.partition_slot set lease_until = now() + i_ttl, lease_ttl = i_ttl
+         where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+        return v_lease.epoch;
+    end if;
+    if v_lease.lease_owner is not null and v_lease.lease_until > now() then
+        raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
+            i_slot, i_consumer, i_queue, v_lease.lease_owner, i_worker using detail = 'pgque:fenced';
+    end if;
+    -- A free or expired lease: a new holder, a new epoch.
+    update pgque.partition_slot
+       set lease_owner = i_worker, lease_until = now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+    return v_lease.epoch + 1;
+end
+$$;
+comment on function pgque.claim_slot(text, text, integer, text, interval) is
+    'Takes (epoch + 1) or renews (same epoch) the lease on a slot for a worker. Returns the epoch.';
+
+create or replace function pgque.release_slot(i_queue text, i_consumer text, i_slot integer, i_worker text)
+returns boolean
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+begin
+    update pgque.partition_slot set lease_owner = null, lease_until = null
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
+       and lease_owner = i_worker;
+    return found;
+end
+$$;
+comment on function pgque.release_slot(text, text, integer, text) is
+    'Gives up the worker''s lease on a slot. Returns false when the worker did not hold it.';
+
+create or replace function pgque.receive_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
+    i_max integer default 100)
+returns setof pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text := pgque._slot_consumer(i_consumer, i_slot, i_n);
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    if i_max is null or i_max < 1 then
+        raise exception 'pgque.receive_partitioned: max must be >= 1, got %',
+            coalesce(i_max::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
+    loop
+        v_batch_id := (pgque.next_batch_custom(i_queue, v_name, null, null, null)).batch_id;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query
+            select m.* from pgque._batch_messages(v_batch_id, null) m
+             where pgque._partition_slot(m.extra1, i_n) = i_slot
+             order by m.msg_id limit i_max;
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        -- Nothing of this slot in the batch: finish it here.
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
+end
+$$;
+comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is
+    'Returns up to i_max messages of the slot''s batch whose partition key hashes to the slot; the caller must hold the slot''s lease.';
+
+create or replace function pgque.ack_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
+    v_batch_id bigint;
+begin
+    select s.sub_batch into v_batch_id
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    if v_batch_id is null then
+        return 0;
+    end if;
+    return pgque.finish_batch(v_batch_id);
+end
+$$;
+comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
+    'Finishes the slot''s open batch. Returns 1, or 0 when the slot has none.';
+
+create or replace function pgque.nack_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
+    i_msg pgque.message, i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
+    v_batch_id bigint;
+begin
+    select s.sub_batch into v_batch_id
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    if v_batch_id is null then
+        raise exception 'batch not found: %', coalesce(i_msg.batch_id::text, 'NULL')
+            using detail = 'pgque:batch_not_found';
+    end if;
+    return pgque._nack(v_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
+    'nack() for a message of the slot''s open batch; the caller must hold the slot''s lease.';
+
+create or replace view pgque.partition_slot_status as
+select q.queue_name, ps.co_name as consumer, ps.slot, pc.n,
+       ps.lease_owner, ps.lease_until, ps.epoch,
+       s.sub_last_tick as last_tick,
+       last.tick_event_seq - t.tick_event_seq as pending_events
+  from pgque.partition_slot ps
+  join pgque.partition_consumer pc on pc.queue_id = ps.queue_id and pc.co_name = ps.co_name
+  join pgque.queue q on q.queue_id = ps.queue_id
+  left join pgque.consumer c on c.co_name = ps.co_name || '#' || ps.slot || '/' || pc.n
+  left join pgque.subscription s on s.sub_queue = ps.queue_id and s.sub_consumer = c.co_id
+  left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+  left join lateral (
+      select lt.tick_event_seq from pgque.tick lt
+       where lt.tick_queue = ps.queue_id order by lt.tick_id desc limit 1) last on true;
+comment on view pgque.partition_slot_status is
+    'Every partition slot: its lease, epoch, position and estimated pending events.';
