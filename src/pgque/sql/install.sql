@@ -31,6 +31,7 @@
 \ir functions/lifecycle.sql
 \ir functions/observability.sql
 \ir functions/test_helpers.sql
+\ir functions/spark.sql
 \ir functions/triggers.sql
 \ir structure/grants.sql
 \ir structure/commit.sql

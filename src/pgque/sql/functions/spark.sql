@@ -1,0 +1,1 @@
+-- Spark connector support: written with the Spark work.
