@@ -1,24 +1,48 @@
 """pgque: a PostgreSQL queue built on PgQ's design, in plain PL/pgSQL.
 
-Install the schema into a database with :func:`install`; the SQL ships inside
-this package as one file (``pgque/sql/pgque.sql``).
+Install the schema into a database with :func:`install` (the SQL ships inside
+this package as one file, ``pgque/sql/pgque.sql``), send and receive with
+:func:`connect` / :class:`PgqueClient`, run handlers with :class:`Consumer`,
+and tick without pg_cron with :class:`Ticker`.
 """
 
 from pgque._version import __version__
+from pgque.client import PgqueClient, connect
+from pgque.consumer import Consumer
 from pgque.errors import (
+    PgqueBatchNotFound,
     PgqueConnectionError,
+    PgqueConsumerNotFound,
     PgqueError,
     PgqueInstallError,
+    PgqueInvalidArgument,
+    PgqueMessageNotFound,
     PgqueNotInstalledError,
+    PgqueOperationRefused,
+    PgqueQueueNotFound,
 )
 from pgque.installer import install, installed_version, uninstall
+from pgque.message import Event, Message
+from pgque.ticker import Ticker
 
 __all__ = [
+    "Consumer",
+    "Event",
+    "Message",
+    "PgqueBatchNotFound",
+    "PgqueClient",
     "PgqueConnectionError",
+    "PgqueConsumerNotFound",
     "PgqueError",
     "PgqueInstallError",
+    "PgqueInvalidArgument",
+    "PgqueMessageNotFound",
     "PgqueNotInstalledError",
+    "PgqueOperationRefused",
+    "PgqueQueueNotFound",
+    "Ticker",
     "__version__",
+    "connect",
     "install",
     "installed_version",
     "uninstall",

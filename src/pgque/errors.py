@@ -9,20 +9,45 @@ psycopg exception stays available as ``__cause__``::
           +-- PgqueConnectionError
           +-- PgqueNotInstalledError
           +-- PgqueInstallError
+          +-- PgqueQueueNotFound
+          +-- PgqueConsumerNotFound
+          +-- PgqueBatchNotFound
+          +-- PgqueMessageNotFound
+          +-- PgqueInvalidArgument
+          +-- PgqueOperationRefused
+
+The SQL functions put a stable code in each error's DETAIL
+(``pgque:queue_not_found`` ...); :func:`from_database_error` maps it to a
+class, and falls back to the message texts upstream PgQue's client matches, so
+the mapping also works against upstream's SQL.
 """
 
 from __future__ import annotations
 
+import psycopg
+
 __all__ = [
+    "PgqueBatchNotFound",
     "PgqueConnectionError",
+    "PgqueConsumerNotFound",
     "PgqueError",
     "PgqueInstallError",
+    "PgqueInvalidArgument",
+    "PgqueMessageNotFound",
     "PgqueNotInstalledError",
+    "PgqueOperationRefused",
+    "PgqueQueueNotFound",
+    "from_database_error",
 ]
 
 
 class PgqueError(Exception):
     """A pgque operation failed."""
+
+    #: The SQLSTATE of the database error behind this one, if any.
+    sqlstate: str | None = None
+    #: The stable pgque code from the error's DETAIL (``queue_not_found`` ...), if any.
+    code: str | None = None
 
     def __init__(self, *args: object) -> None:
         """Create the error; without arguments the class docstring is the message."""
@@ -44,6 +69,91 @@ class PgqueInstallError(PgqueError):
     """Installing or uninstalling the pgque schema failed."""
 
 
-for _cls in (PgqueError, PgqueConnectionError, PgqueNotInstalledError, PgqueInstallError):
+class PgqueQueueNotFound(PgqueError):
+    """The queue does not exist."""
+
+
+class PgqueConsumerNotFound(PgqueError):
+    """The consumer is not subscribed to the queue."""
+
+
+class PgqueBatchNotFound(PgqueError):
+    """The batch is not open (unknown, already acked, or taken over)."""
+
+
+class PgqueMessageNotFound(PgqueError):
+    """The message (or dead letter) is not where it was looked for."""
+
+
+class PgqueInvalidArgument(PgqueError):
+    """An argument was refused: a bad name, value, length or type."""
+
+
+class PgqueOperationRefused(PgqueError):
+    """The call is well-formed, but the queue's or consumer's state forbids it."""
+
+
+_BY_CODE: dict[str, type[PgqueError]] = {
+    "queue_not_found": PgqueQueueNotFound,
+    "consumer_not_found": PgqueConsumerNotFound,
+    "batch_not_found": PgqueBatchNotFound,
+    "event_not_found": PgqueMessageNotFound,
+    "dead_letter_not_found": PgqueMessageNotFound,
+    "tick_not_found": PgqueInvalidArgument,
+    "invalid_argument": PgqueInvalidArgument,
+}
+
+# Upstream PgQue raises bare texts; its client matches these substrings,
+# ignoring case, in this order.
+_BY_TEXT: tuple[tuple[str, type[PgqueError]], ...] = (
+    ("queue not found", PgqueQueueNotFound),
+    ("consumer not registered", PgqueConsumerNotFound),
+    ("consumer not found", PgqueConsumerNotFound),
+    ("not subscriber to queue", PgqueConsumerNotFound),
+    ("batch not found", PgqueBatchNotFound),
+    ("cannot find data for batch", PgqueBatchNotFound),
+)
+
+
+def _class_for(exc: psycopg.Error) -> tuple[type[PgqueError], str | None]:
+    if isinstance(exc, psycopg.OperationalError):
+        return PgqueConnectionError, None
+    detail = exc.diag.message_detail or ""
+    if detail.startswith("pgque:"):
+        code = detail[len("pgque:") :].split()[0]
+        return _BY_CODE.get(code, PgqueOperationRefused), code
+    text = (exc.diag.message_primary or str(exc)).lower()
+    for needle, cls in _BY_TEXT:
+        if needle in text:
+            return cls, None
+    return PgqueError, None
+
+
+def from_database_error(exc: psycopg.Error) -> PgqueError:
+    """Return the pgque error for a psycopg error (the caller raises it ``from exc``).
+
+    The class comes from the ``pgque:<code>`` in the error's DETAIL, else from
+    upstream PgQue's message texts; anything else is a plain :class:`PgqueError`.
+    """
+    cls, code = _class_for(exc)
+    message = exc.diag.message_primary or str(exc).strip()
+    error = cls(message)
+    error.sqlstate = exc.sqlstate
+    error.code = code
+    return error
+
+
+for _cls in (
+    PgqueError,
+    PgqueConnectionError,
+    PgqueNotInstalledError,
+    PgqueInstallError,
+    PgqueQueueNotFound,
+    PgqueConsumerNotFound,
+    PgqueBatchNotFound,
+    PgqueMessageNotFound,
+    PgqueInvalidArgument,
+    PgqueOperationRefused,
+):
     _cls.__module__ = "pgque"
 del _cls

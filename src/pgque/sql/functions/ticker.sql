@@ -254,3 +254,51 @@ end
 $$;
 comment on function pgque.force_next_tick(text) is
     'Like force_tick, but raises for paused and externally ticked queues.';
+
+create or replace function pgque.ticker_lock_key()
+returns bigint
+language sql immutable
+as $$ select 1885827447::bigint $$;
+comment on function pgque.ticker_lock_key() is
+    'The advisory lock key every ticker holds while it leads (pg_try_advisory_lock(pgque.ticker_lock_key())): ticker_loop, the SDK Ticker and `pgque ticker`; others stand by.';
+
+create or replace function pgque.ticker_eager(
+    i_queue_name text, i_max_wait interval default '5 milliseconds')
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last pgque.tick%rowtype;
+    v_seq bigint;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    select * into v_last from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if q.queue_ticker_paused or q.queue_external_ticker then
+        return v_last.tick_id;
+    end if;
+    if v_last.tick_id is not null then
+        v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
+        if v_seq <= v_last.tick_event_seq then
+            return v_last.tick_id;  -- nothing new: covered by the last tick
+        end if;
+        -- Tick at once when every consumer has taken the last tick (it waits
+        -- for this one); otherwise let the batch grow for up to i_max_wait.
+        if exists (select 1 from pgque.subscription s
+                    where s.sub_queue = q.queue_id and s.sub_role <> 'coop_member'
+                      and s.sub_last_tick < v_last.tick_id
+                      and coalesce(s.sub_next_tick, 0) < v_last.tick_id)
+           and pg_catalog.clock_timestamp() - v_last.tick_time < i_max_wait then
+            return null;
+        end if;
+    end if;
+    return pgque._tick(q.queue_id, true);
+end
+$$;
+comment on function pgque.ticker_eager(text, interval) is
+    'The SDK ticker''s rule: tick as soon as new events exist and every consumer took the last tick, else once the last tick is i_max_wait old. Returns the new tick id, the last tick id when nothing is new, or NULL while waiting (call again).';

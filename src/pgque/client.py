@@ -1,0 +1,231 @@
+"""The client: one psycopg connection and a method per pgque SQL call.
+
+Methods never commit or roll back: with the default (non-autocommit)
+connection the caller commits between send, tick and receive, because a
+batch only holds what committed before its tick. Database errors are raised
+as :mod:`pgque.errors` classes, chained to the psycopg error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from pgque import tracing
+from pgque._queries import query
+from pgque.errors import PgqueConnectionError, from_database_error
+from pgque.message import Event, Message
+from pgque.serializers import JSON, Serializer
+
+__all__ = ["PgqueClient", "connect"]
+
+_DEFAULT_TYPES = (None, "", "default")
+
+
+@contextmanager
+def _mapped_errors() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise from_database_error(exc) from exc
+
+
+class PgqueClient:
+    """pgque's SQL API on one psycopg connection.
+
+    ``PgqueClient(conn)`` wraps a connection you own (``close()`` leaves it
+    open); :func:`connect` opens one the client owns. ``client.conn`` is the
+    connection, for your own commits and queries.
+
+    Args:
+        conn: An open psycopg connection.
+        serializer: How payloads are encoded; :data:`pgque.serializers.JSON`
+            (the default) or :data:`pgque.serializers.RAW_TEXT` for verbatim text.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], *, serializer: Serializer = JSON) -> None:
+        self.conn = conn
+        self.serializer = serializer
+        self._owned = False
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection if this client opened it; harmless twice."""
+        if self._owned and not self.conn.closed:
+            self.conn.close()
+
+    def __enter__(self) -> PgqueClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _one(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        with _mapped_errors():
+            row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def _all(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        with _mapped_errors():
+            return list(self.conn.execute(sql, params).fetchall())
+
+    # -- producing -----------------------------------------------------------
+
+    def send(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        type: str | None = "default",
+        extras: tuple[str | None, str | None, str | None, str | None] | None = None,
+    ) -> int:
+        """Send one message; returns its event id.
+
+        An :class:`~pgque.Event` supplies both payload and type. With the JSON
+        serializer, dict and list payloads are JSON-encoded, ``None`` is JSON
+        null and a ``str`` is taken as JSON text. ``extras`` sets
+        ``ev_extra1..4``; the current span's trace context goes into a free
+        one (see :mod:`pgque.tracing`).
+        """
+        if isinstance(payload, Event):
+            payload, type = payload.payload, payload.type
+        text = self.serializer.encode(payload)
+        fields = tracing.trace_fields(extras or (None, None, None, None), tracing.current_carrier())
+        if any(f is not None for f in fields):
+            name = "send_extras" if self.serializer.sql_type == "jsonb" else "send_text_extras"
+            return int(self._one(query(name), (queue, type or "default", text, *fields)))
+        if self.serializer.sql_type == "text":
+            return int(self._one(query("send_text"), (queue, type or "default", text)))
+        if type in _DEFAULT_TYPES:
+            return int(self._one(query("send"), (queue, text)))
+        return int(self._one(query("send_typed"), (queue, type, text)))
+
+    def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
+        """Send many messages of one type in one statement; returns their ids in input order."""
+        texts = [self.serializer.encode(p) for p in payloads]
+        name = "send_batch" if self.serializer.sql_type == "jsonb" else "send_batch_text"
+        return list(self._one(query(name), (queue, type, texts)))
+
+    # -- consuming -----------------------------------------------------------
+
+    def subscribe(self, queue: str, consumer: str) -> int:
+        """Subscribe a consumer at the queue's latest tick: 1, or 0 when it already was."""
+        return int(self._one(query("subscribe"), (queue, consumer)))
+
+    def unsubscribe(self, queue: str, consumer: str) -> int:
+        """Remove a subscription: 1, or 0 when there was none."""
+        return int(self._one(query("unsubscribe"), (queue, consumer)))
+
+    def receive(self, queue: str, consumer: str, max_messages: int = 100) -> list[Message]:
+        """Up to ``max_messages`` messages of the consumer's open or next batch.
+
+        The same batch comes back until :meth:`ack`, which finishes all of
+        it, messages beyond ``max_messages`` included.
+        """
+        rows = self._all(query("receive"), (queue, consumer, max_messages))
+        return [Message(*row) for row in rows]
+
+    def receive_rest(self, batch_id: int, after_msg_id: int) -> list[Message]:
+        """The batch's messages after ``after_msg_id``: read them before acking a batch
+        that ``receive`` cut at its limit."""
+        rows = self._all(query("batch_rest"), (batch_id, batch_id, after_msg_id))
+        return [Message(*row) for row in rows]
+
+    def ack(self, batch_id: int) -> int:
+        """Finish the whole batch: 1, or 0 (a WARNING) when it is not open."""
+        return int(self._one(query("ack"), (batch_id,)))
+
+    def nack(
+        self, batch_id: int, msg: Message, retry_after: float = 60, reason: str | None = None
+    ) -> None:
+        """Retry ``msg`` after ``retry_after`` seconds, or dead-letter it after max retries.
+
+        The batch stays open: ack it afterwards.
+        """
+        payload = msg.payload
+        if isinstance(payload, (dict, list)):
+            payload = json.dumps(payload)
+        fields = (
+            msg.msg_id, msg.batch_id, msg.type, payload, msg.retry_count, msg.created_at,
+            msg.extra1, msg.extra2, msg.extra3, msg.extra4,
+        )  # fmt: skip
+        with _mapped_errors():
+            self.conn.execute(query("nack"), (batch_id, *fields, f"{retry_after} seconds", reason))
+
+    # -- ticking -------------------------------------------------------------
+
+    def ticker(self, queue: str) -> int | None:
+        """Tick the queue if due; the new tick id, or None."""
+        value = self._one(query("ticker"), (queue,))
+        return None if value is None else int(value)
+
+    def ticker_all(self) -> int:
+        """Tick every due queue; how many got a tick."""
+        return int(self._one(query("ticker_all")))
+
+    def force_next_tick(self, queue: str) -> int | None:
+        """Make the next ticker call tick the queue; the latest tick id (None if none)."""
+        value = self._one(query("force_next_tick"), (queue,))
+        return None if value is None else int(value)
+
+    def force_tick(self, queue: str) -> int | None:
+        """Deprecated alias of :meth:`force_next_tick`."""
+        return self.force_next_tick(queue)
+
+    # -- cooperative consumers -----------------------------------------------
+
+    def subscribe_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
+        """Add a subconsumer to a cooperative consumer: 1 if something was created, else 0."""
+        return int(self._one(query("subscribe_subconsumer"), (queue, consumer, subconsumer)))
+
+    def unsubscribe_subconsumer(
+        self, queue: str, consumer: str, subconsumer: str, *, batch_handling: int = 0
+    ) -> int:
+        """Remove a subconsumer (``batch_handling=1`` retries its open batch first)."""
+        return int(
+            self._one(
+                query("unsubscribe_subconsumer"), (queue, consumer, subconsumer, batch_handling)
+            )
+        )
+
+    def receive_coop(
+        self,
+        queue: str,
+        consumer: str,
+        subconsumer: str,
+        *,
+        max_messages: int = 100,
+        dead_interval: str | None = None,
+    ) -> list[Message]:
+        """Receive as one subconsumer of a cooperative consumer (registers it if needed)."""
+        rows = self._all(
+            query("receive_coop"), (queue, consumer, subconsumer, max_messages, dead_interval)
+        )
+        return [Message(*row) for row in rows]
+
+    def touch_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
+        """Heartbeat of a subconsumer; rows touched."""
+        return int(self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
+
+
+def connect(dsn: str, *, autocommit: bool = False) -> PgqueClient:
+    """Open a connection and return a client that owns it.
+
+    Raises:
+        PgqueConnectionError: the connection could not be opened.
+    """
+    try:
+        conn = psycopg.connect(dsn, autocommit=autocommit)
+    except psycopg.OperationalError as exc:
+        raise PgqueConnectionError(str(exc).strip()) from exc
+    client = PgqueClient(conn)
+    client._owned = True
+    return client
+
+
+PgqueClient.__module__ = "pgque"

@@ -1,0 +1,208 @@
+"""The SDK's ticker: ticks, retries, delayed delivery and maintenance in-process.
+
+One ticker leads per database: it holds the advisory lock
+``pgque.ticker_lock_key()`` (also taken by the ``ticker_loop`` procedure and
+``pgque ticker``); the others stand by and take over when the leader's
+connection goes. The leader
+
+* polls every queue's event sequence (one read-only query about every
+  millisecond) and ticks a queue whose sequence moved as soon as its
+  consumers have taken the previous tick, else after ``max_wait``, so batches
+  grow under load (``pgque.ticker_eager``);
+* calls ``pgque.ticker()`` every ``tick_period_ms`` (``pgque.config``) for
+  PgQ's own rules, idle ticks included;
+* moves due retries and delayed messages about every second;
+* runs ``pgque.maint()`` and VACUUMs ``maint_tables_to_vacuum()`` about
+  every 30 seconds, each as its own statement;
+* ticks at most every ``tick_period_ms`` while the oldest running
+  transaction has not moved for 5 seconds (a held xmin), so tick rows do not
+  pile up where VACUUM cannot remove them.
+
+Ticks commit with ``synchronous_commit = off``: a later synchronous commit
+flushes them, and a lost tick is only retaken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pgque._queries import LiteralString, query
+
+__all__ = ["Ticker"]
+
+logger = logging.getLogger("pgque.ticker")
+
+
+@dataclass
+class _Schedule:
+    """When each periodic job of the leader is next due (monotonic seconds)."""
+
+    ticker: float = 0.0
+    retries: float = 0.0
+    maint: float = 0.0
+    xmin_check: float = 0.0
+    standby: float = 0.0
+    period: float = 0.1
+    xmin: str | None = None
+    xmin_since: float = field(default_factory=time.monotonic)
+
+
+class Ticker:
+    """Ticks and maintains pgque from a background thread or the calling one.
+
+    Args:
+        dsn: Connection string; the role needs pgque_admin.
+        poll_interval: Seconds between sequence polls. Defaults to 0.001.
+        max_wait: Seconds a tick may wait for batches to grow while consumers
+            are busy. Defaults to 0.005.
+        retry_interval: Seconds between retry and delayed-delivery moves.
+            Defaults to 1.
+        maint_interval: Seconds between ``maint()`` + VACUUM rounds. Defaults to 30.
+        held_xmin_after: Seconds without xmin progress after which ticking
+            slows to ``tick_period_ms``. Defaults to 5.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        poll_interval: float = 0.001,
+        max_wait: float = 0.005,
+        retry_interval: float = 1.0,
+        maint_interval: float = 30.0,
+        held_xmin_after: float = 5.0,
+    ) -> None:
+        if poll_interval <= 0 or max_wait < 0 or retry_interval <= 0 or maint_interval <= 0:
+            raise ValueError("Ticker intervals must be positive")
+        self.dsn = dsn
+        self.poll_interval = poll_interval
+        self.max_wait = max_wait
+        self.retry_interval = retry_interval
+        self.maint_interval = maint_interval
+        self.held_xmin_after = held_xmin_after
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: True while this ticker holds the leader lock.
+        self.leading = False
+
+    # -- running -------------------------------------------------------------
+
+    def start(self) -> Ticker:
+        """Run in a daemon thread; returns self."""
+        self._thread = threading.Thread(target=self.run, name="pgque-ticker", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        """Stop the loop (thread-safe) and wait for the thread, if any."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """Tick until :meth:`stop`; reconnects after database errors."""
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                    conn.execute("set synchronous_commit = off")
+                    delay = 0.1
+                    self._session(conn)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                logger.warning("ticker: this role may not tick (grant it pgque_admin): %s", exc)
+                self.leading = False
+                return
+            except psycopg.Error as exc:
+                if self.leading:
+                    logger.warning("ticker: lost leadership: %s", exc)
+                self.leading = False
+                logger.warning("ticker: database error, retrying in %.1fs: %s", delay, exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
+
+    # -- one connection ------------------------------------------------------
+
+    def _session(self, conn: psycopg.Connection[Any]) -> None:
+        due = _Schedule()
+        seen: dict[str, int] = {}
+        pending: set[str] = set()
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if not self.leading:
+                    if now >= due.standby:
+                        self.leading = bool(_value(conn, query("ticker_try_lead")))
+                        due.standby = now + 1.0
+                        if self.leading:
+                            logger.info("ticker: leading (pid %s)", conn.info.backend_pid)
+                    if not self.leading:
+                        self._stop.wait(0.1)
+                        continue
+                self._lead_once(conn, due, seen, pending, now)
+                self._stop.wait(self.poll_interval)
+        finally:
+            if self.leading and not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute(query("ticker_resign"))
+                logger.info("ticker: stopped leading")
+            self.leading = False
+
+    def _lead_once(
+        self,
+        conn: psycopg.Connection[Any],
+        due: _Schedule,
+        seen: dict[str, int],
+        pending: set[str],
+        now: float,
+    ) -> None:
+        held = now - due.xmin_since >= self.held_xmin_after
+        if not held:
+            for name, value in conn.execute(query("ticker_sequences")).fetchall():
+                if seen.get(name) != value:
+                    seen[name] = value
+                    pending.add(name)
+            wait = f"{self.max_wait} seconds"
+            for name in sorted(pending):
+                # NULL: still letting the batch grow; otherwise ticked or covered.
+                if _value(conn, query("ticker_eager"), (name, wait)) is not None:
+                    pending.discard(name)
+        if now >= due.ticker:
+            conn.execute(query("ticker_all"))
+            due.ticker = now + due.period
+        if now >= due.xmin_check:
+            xmin = _value(conn, query("ticker_xmin"))
+            if xmin != due.xmin:
+                due.xmin, due.xmin_since = xmin, now
+            due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
+            due.xmin_check = now + 1.0
+        if now >= due.retries:
+            while _value(conn, query("maint_retry_events")):
+                pass
+            conn.execute(query("maint_deliver_delayed"))
+            due.retries = now + self.retry_interval
+        if now >= due.maint:
+            conn.execute(query("maint"))
+            for (table,) in conn.execute(query("maint_tables_to_vacuum")).fetchall():
+                schema, _, name = table.partition(".")
+                try:
+                    conn.execute(sql.SQL("vacuum {}").format(sql.Identifier(schema, name)))
+                except psycopg.errors.InsufficientPrivilege:
+                    logger.debug("ticker: may not vacuum %s", table)
+            due.maint = now + self.maint_interval
+
+
+def _value(conn: psycopg.Connection[Any], statement: LiteralString, params: Any = None) -> Any:
+    """The first column of the statement's first row (None without rows)."""
+    row = conn.execute(statement, params).fetchone()
+    return None if row is None else row[0]
+
+
+Ticker.__module__ = "pgque"

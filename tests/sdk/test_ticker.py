@@ -1,0 +1,128 @@
+"""The SDK Ticker: it alone delivers, retries, rotates; one leader per database."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgque
+from _engine import one, rows
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("condition not met before the deadline")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def tickers() -> Iterator[list[pgque.Ticker]]:
+    started: list[pgque.Ticker] = []
+    yield started
+    for ticker in started:
+        ticker.stop()
+
+
+def start(tickers: list[pgque.Ticker], dsn: str, **kwargs: Any) -> pgque.Ticker:
+    ticker = pgque.Ticker(dsn, **kwargs).start()
+    tickers.append(ticker)
+    return ticker
+
+
+@pytest.fixture
+def plain_queue(conn: psycopg.Connection[Any]) -> str:
+    """A queue with default thresholds (3 s max lag): only eager ticking is fast."""
+    one(conn, "select pgque.create_queue('q')")
+    one(conn, "select pgque.subscribe('q', 'c')")
+    return "q"
+
+
+def test_ticker_alone_delivers_fast(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    start(tickers, db)
+    wait_for(lambda: tickers[0].leading)
+    one(conn, "select pgque.send('q', '{\"n\": 1}'::jsonb)")
+    sent = time.monotonic()
+    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+    # Far below the queue's 3 s max_lag: the eager rule ticked it.
+    assert time.monotonic() - sent < 2.5
+
+
+def test_ticker_moves_retries_and_rotates(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '0')")
+    start(tickers, db, retry_interval=0.05, maint_interval=0.1)
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    wait_for(lambda: (msgs := rows(conn, "select * from pgque.receive('q', 'c')")) != []
+             and one(conn, "select pgque.nack(%s, %s::bigint, '0 seconds')", msgs[0][1], msgs[0][0])
+             and one(conn, "select pgque.ack(%s)", msgs[0][1]) == 1)  # fmt: skip
+    wait_for(lambda: rows(conn, "select retry_count from pgque.receive('q', 'c')") == [(1,)])
+    # Consumed up to date, so maint() can rotate (both steps) again and again.
+    start_table = one(conn, "select queue_switch_step1 from pgque.queue")
+
+    def rotated() -> bool:
+        for (batch_id,) in rows(conn, "select distinct batch_id from pgque.receive('q', 'c')"):
+            one(conn, "select pgque.ack(%s)", batch_id)
+        return one(conn, "select queue_switch_step1 from pgque.queue") != start_table
+
+    wait_for(rotated)
+
+
+def test_one_leader_and_handover(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    first = start(tickers, f"{db} application_name=leader1")
+    wait_for(lambda: first.leading)
+    second = start(tickers, f"{db} application_name=leader2")
+    time.sleep(1.5)  # two standby rounds: it must still not lead
+    assert not second.leading
+    conn.execute(
+        "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'leader1'"
+    )
+    wait_for(lambda: second.leading or first.leading)
+    assert first.leading != second.leading
+
+
+def test_held_xmin_slows_ticking(
+    db: str, connect: Any, conn: psycopg.Connection[Any], plain_queue: str,
+    tickers: list[pgque.Ticker],
+) -> None:  # fmt: skip
+    holder = connect(autocommit=False)
+    one(holder, "select pg_current_xact_id()")
+    ticker = start(tickers, db, held_xmin_after=0.3)
+    wait_for(lambda: ticker.leading)
+    time.sleep(1.5)  # past held_xmin_after with the xmin pinned
+    before = one(conn, "select count(*) from pgque.tick")
+    for _ in range(20):
+        one(conn, "select pgque.send('q', '{}'::jsonb)")
+        time.sleep(0.01)
+    after = one(conn, "select count(*) from pgque.tick")
+    # Eager ticking would tick about once per send; held, it ticks by ticker() only.
+    assert after - before <= 3
+    holder.rollback()
+
+
+def test_consumer_auto_ticker(db: str, conn: psycopg.Connection[Any], plain_queue: str) -> None:
+    import threading
+
+    consumer = pgque.Consumer(db, queue="q", name="c", poll_interval=30)
+    got: list[int] = []
+    consumer.on("*")(lambda msg: got.append(msg.msg_id))
+    thread = threading.Thread(target=consumer.start, daemon=True)
+    thread.start()
+    try:
+        one(conn, "select pgque.send('q', '{}'::jsonb)")
+        wait_for(lambda: got != [], timeout=10)
+    finally:
+        consumer.stop()
+        thread.join(5)
+    conn.execute("update pgque.config set scheduler = 'pg_cron'")
+    assert pgque.Consumer(db, queue="q", name="c")._wants_ticker() is False
