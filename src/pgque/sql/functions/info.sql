@@ -31,11 +31,10 @@ as $$
           select t.tick_id, t.tick_time, t.tick_event_seq from pgque.tick t
            where t.tick_queue = q.queue_id order by t.tick_id desc limit 1) last on true
       left join lateral (
-          -- The oldest of the last 20 ticks, for the rate.
-          select w.tick_time, w.tick_event_seq from (
-              select t.tick_id, t.tick_time, t.tick_event_seq from pgque.tick t
-               where t.tick_queue = q.queue_id order by t.tick_id desc limit 20) w
-           order by w.tick_id limit 1) old on true
+          -- The rate's base: the oldest tick among the last 20 tick ids (PgQ's window).
+          select t.tick_time, t.tick_event_seq from pgque.tick t
+           where t.tick_queue = q.queue_id and t.tick_id >= last.tick_id - 20
+           order by t.tick_id limit 1) old on true
      where i_queue_name is null or q.queue_name = i_queue_name
      order by q.queue_name
 $$;
