@@ -11,22 +11,30 @@ batch is acked when every message was handled or nacked.
 Between polls the consumer waits for a NOTIFY on ``pgque_<queue>`` (sent by
 every tick) on a separate listening connection, or ``poll_interval``
 seconds at most. Database errors never end the loop: it reconnects with
-backoff and polls at once.
+backoff (100 ms doubling to 30 s, with jitter) and polls at once.
+
+Stopping (``stop()``, SIGTERM or SIGINT) ends the loop after the current
+batch; a batch that does not finish within ``shutdown_timeout`` is rolled
+back and comes again to the next consumer. A second signal stops at once,
+rolling the batch back.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 
+from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, lanes
 from pgque._queries import query
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError
@@ -43,6 +51,18 @@ _ALL_MESSAGES = 2_147_483_647
 _WAIT_SLICE = 0.5
 _BACKOFF_START = 0.1
 _BACKOFF_CAP = 30.0
+
+
+class _BatchAborted(Exception):
+    """Raised inside the batch transaction to roll it back (shutdown past its timeout)."""
+
+
+class _ConnectionAbandoned(Exception):
+    """A transactional handler timed out: its connection was closed under it."""
+
+
+class ConsumerGaveUp(PgqueError):
+    """Too many handler threads timed out and could not be stopped: restart the process."""
 
 
 class Consumer:
@@ -74,6 +94,24 @@ class Consumer:
         ticker: ``"auto"`` (default) runs an in-process :class:`~pgque.Ticker`
             unless ``pgque.config`` shows a scheduler (pg_cron, pg_timetable);
             ``True`` always, ``False`` never.
+        concurrency: Handle up to this many messages of a batch at once, in
+            threads; the batch is acked when all are done. Defaults to 1.
+            Not with transactional handlers (they share the batch's connection).
+        rate_limit: At most this many messages a second (a token bucket; the
+            batch stays open while throttled). Defaults to no limit.
+        max_batch_time: Seconds one batch may take; messages not yet handled
+            by then are nacked and the batch is acked, so a slow batch never
+            holds rotation forever. Defaults to no limit.
+        shutdown_timeout: Seconds the current batch gets to finish after a
+            stop; past it the batch is rolled back (and redelivered).
+            Defaults to 30.
+        retry_backoff: ``(base, cap)`` seconds: a failed message is retried
+            after ``min(cap, base * 2 ** retry_count)`` instead of the fixed
+            ``retry_after``. Defaults to off.
+        max_abandoned: How many timed-out handler threads (which cannot be
+            killed) the consumer tolerates before it exits with
+            :class:`ConsumerGaveUp` for its supervisor to restart it.
+            Defaults to 10.
     """
 
     def __init__(
@@ -91,6 +129,12 @@ class Consumer:
         listen: bool = True,
         listen_dsn: str | None = None,
         ticker: bool | str = "auto",
+        concurrency: int = 1,
+        rate_limit: float | None = None,
+        max_batch_time: float | None = None,
+        shutdown_timeout: float = 30.0,
+        retry_backoff: tuple[float, float] | None = None,
+        max_abandoned: int = 10,
     ) -> None:
         if unknown_handler_policy not in ("nack", "ack"):
             raise ValueError(
@@ -104,6 +148,18 @@ class Consumer:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         if ticker not in (True, False, "auto"):
             raise ValueError(f"ticker must be True, False or 'auto', got {ticker!r}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        for option, value in (
+            ("max_batch_time", max_batch_time),
+            ("shutdown_timeout", shutdown_timeout),
+        ):
+            if value is not None and value < 0:
+                raise ValueError(f"{option} must be >= 0 seconds, got {value}")
+        if retry_backoff is not None and not 0 <= retry_backoff[0] <= retry_backoff[1]:
+            raise ValueError(
+                f"retry_backoff must be (base, cap) with 0 <= base <= cap, got {retry_backoff}"
+            )
         self.dsn = dsn
         self.queue = queue
         self.name = name
@@ -115,33 +171,90 @@ class Consumer:
         self.listen = listen
         self.listen_dsn = listen_dsn
         self.ticker = ticker
+        self.concurrency = concurrency
+        self.max_batch_time = max_batch_time
+        self.shutdown_timeout = shutdown_timeout
+        self.retry_backoff = retry_backoff
+        self.max_abandoned = max_abandoned
+        self._rate = RateLimiter(rate_limit) if rate_limit is not None else None
         self._policy = unknown_handler_policy
-        self._handlers: dict[str, Handler] = {}
+        self._handlers: dict[str, HandlerSpec] = {}
         self._stop = threading.Event()
+        self._hard_stop = threading.Event()
+        self._batch_deadline = Deadline()
+        self._abandoned = 0
         self._log = logging.getLogger(f"pgque.consumer.{name}")
+        #: Seconds since the epoch of the last poll that completed (None: none yet).
+        self.last_poll_at: float | None = None
+        #: How many times the consumer reconnected after a database error.
+        self.reconnects = 0
+        #: True while the LISTEN connection is up.
+        self.listening = False
 
     # -- handlers --------------------------------------------------------------
 
-    def on(self, type: str) -> Callable[[H], H]:
+    def on(
+        self,
+        type: str,
+        *,
+        transactional: bool = False,
+        timeout: float | None = None,
+        ordered_by: str | None = None,
+    ) -> Callable[[H], H]:
         """Register the decorated function for messages of ``type`` (``"*"``: any other).
 
-        The function is called with the :class:`~pgque.Message` and returned unchanged.
+        The function is called with the :class:`~pgque.Message` (and, when
+        ``transactional``, the batch's connection as second argument) and is
+        returned unchanged.
+
+        Args:
+            type: The message type, or ``"*"`` for every type without a handler.
+            transactional: Pass the batch's connection: the handler's writes
+                commit with the ack, or roll back with a failure (exactly-once
+                for work in the same database).
+            timeout: Seconds the handler may run. A sync handler's thread
+                cannot be killed: its message is nacked and the thread
+                abandoned; a transactional handler's connection is closed
+                (rolling the batch back) and the consumer reconnects.
+            ordered_by: A message attribute (e.g. ``"extra1"``): messages with
+                the same value are handled one after another, in order, even
+                with ``concurrency``. A nacked message comes back after later
+                messages of its key.
         """
+        if transactional and self.concurrency > 1:
+            raise ValueError(
+                "transactional handlers need concurrency=1: they share the batch's connection"
+            )
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if ordered_by is not None and ordered_by not in Message.__dataclass_fields__:
+            raise ValueError(
+                f"ordered_by must be a Message field such as 'extra1', got {ordered_by!r}"
+            )
 
         def register(handler: H) -> H:
-            self._handlers[type] = handler
+            self._handlers[type] = HandlerSpec(handler, transactional, timeout, ordered_by)
             return handler
 
         return register
 
-    def _handler_for(self, msg: Message) -> Handler | None:
+    def _handler_for(self, msg: Message) -> HandlerSpec | None:
         return self._handlers.get(msg.type or "") or self._handlers.get("*")
 
     # -- running ---------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Ask the loop to stop (thread-safe); it acts within half a second."""
+    def stop(self, *, now: bool = False) -> None:
+        """Ask the loop to stop (thread-safe); it acts within half a second.
+
+        The current batch gets ``shutdown_timeout`` seconds to finish; with
+        ``now=True`` it is rolled back at the next message.
+        """
+        if not self._stop.is_set():
+            self._batch_deadline.tighten(self.shutdown_timeout)
         self._stop.set()
+        if now:
+            self._hard_stop.set()
+            self._batch_deadline.tighten(0)
 
     @property
     def stopping(self) -> bool:
@@ -151,18 +264,23 @@ class Consumer:
     def start(self) -> None:
         """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread)."""
         self._stop.clear()
-        with self._signals(), self._maybe_ticker():
+        self._hard_stop.clear()
+        with self._signals(), self._maybe_ticker(), self._workers():
             delay = _BACKOFF_START
             while not self._stop.is_set():
                 try:
                     self._session()
                     delay = _BACKOFF_START
-                except (psycopg.Error, PgqueError):
+                except (psycopg.Error, PgqueError, _ConnectionAbandoned) as exc:
+                    if isinstance(exc, ConsumerGaveUp):
+                        raise
+                    pause = delay * random.uniform(0.8, 1.2)
                     self._log.exception(
-                        "consumer %s: database error; retrying in %.1fs", self.name, delay
+                        "consumer %s: database error; retrying in %.1fs", self.name, pause
                     )
-                    logger.debug("consumer %s: reconnecting", self.name)
-                    self._wait(delay)
+                    self.reconnects += 1
+                    self.listening = False
+                    self._wait(pause)
                     delay = min(delay * 2, _BACKOFF_CAP)
 
     def _session(self) -> None:
@@ -176,6 +294,20 @@ class Consumer:
 
     def _poll_once(self, conn: psycopg.Connection[Any]) -> int | None:
         """Receive one batch, dispatch it, ack it; the number of messages (None: nothing)."""
+        if self._stop.is_set():
+            return None
+        try:
+            return self._poll_batch(conn)
+        except _BatchAborted:
+            self._log.warning(
+                "consumer %s: stopped mid-batch; the batch was rolled back for redelivery",
+                self.name,
+            )
+            return None
+        finally:
+            self.last_poll_at = time.time()
+
+    def _poll_batch(self, conn: psycopg.Connection[Any]) -> int | None:
         client = PgqueClient(conn)
         if self.subconsumer is not None:
             # Taking a cooperative batch locks the group: in its own short
@@ -198,11 +330,17 @@ class Consumer:
         self, conn: psycopg.Connection[Any], client: PgqueClient, msgs: list[Message]
     ) -> int:
         batch_id = msgs[0].batch_id
+        self._batch_deadline = Deadline()
+        if self.max_batch_time is not None:
+            self._batch_deadline.tighten(self.max_batch_time)
+        if self._stop.is_set():
+            self._batch_deadline.tighten(self.shutdown_timeout)
         settled = True
         count = 0
         while msgs:
-            for msg in msgs:
-                settled = self._dispatch(conn, client, msg) and settled
+            outcomes = self._run_handlers(conn, msgs)
+            for msg, outcome in zip(msgs, outcomes, strict=True):
+                settled = self._settle(conn, client, msg, outcome) and settled
             count += len(msgs)
             # ack finishes the whole batch: first read what receive cut off.
             msgs = (
@@ -218,45 +356,156 @@ class Consumer:
             )
         return count
 
-    def _dispatch(self, conn: psycopg.Connection[Any], client: PgqueClient, msg: Message) -> bool:
-        """Handle one message; False when it could be neither handled nor nacked."""
-        handler = self._handler_for(msg)
-        if handler is None:
+    # -- handlers at work --------------------------------------------------------
+
+    def _run_handlers(self, conn: psycopg.Connection[Any], msgs: list[Message]) -> list[Outcome]:
+        """An outcome per message, in message order."""
+        results: dict[int, Outcome] = {}
+        if self.concurrency == 1 or self._pool is None:
+            for msg in msgs:
+                results[id(msg)] = self._outcome(conn, msg)
+            return [results[id(m)] for m in msgs]
+
+        def run_lane(lane: list[Message]) -> None:
+            for msg in lane:
+                results[id(msg)] = self._outcome(None, msg)
+
+        futures = [self._pool.submit(run_lane, lane) for lane in lanes(msgs, self._handler_for)]
+        wait(futures)
+        for future in futures:
+            future.result()  # re-raises _BatchAborted from a lane
+        return [results[id(m)] for m in msgs]
+
+    def _outcome(self, conn: psycopg.Connection[Any] | None, msg: Message) -> Outcome:
+        """Run the message's handler and say what became of the message."""
+        if self._hard_stop.is_set() or (self._stop.is_set() and self._batch_deadline.passed()):
+            raise _BatchAborted
+        if self._batch_deadline.passed():
+            return Outcome("nack", reason="max_batch_time exceeded")
+        spec = self._handler_for(msg)
+        if spec is None:
             if self._policy == "ack":
                 self._log.warning(
                     "no handler for event type=%s ev_id=%s; acking", msg.type, msg.msg_id
                 )
-                return True
+                return Outcome("ack")
             self._log.warning(
                 "no handler for event type=%s ev_id=%s; nacking", msg.type, msg.msg_id
             )
-            return self._nack(conn, client, msg, f"no handler for type={msg.type}", unhandled=True)
+            return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
+        if self._rate is not None:
+            self._rate.acquire(self._hard_stop)
         try:
-            handler(msg)
-        except Exception:
+            if spec.transactional:
+                assert conn is not None
+                self._call_transactional(conn, spec, msg)
+            elif spec.timeout is not None:
+                self._call_with_timeout(spec, msg)
+            else:
+                spec.func(msg)
+        except (_BatchAborted, _ConnectionAbandoned, ConsumerGaveUp):
+            raise
+        except Exception as exc:
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
-            return self._nack(conn, client, msg, None, unhandled=False)
-        return True
+            return Outcome("nack", error=exc)
+        if msg._decision is not None:
+            action, retry_after, reason = msg._decision
+            return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
+        return Outcome("ack")
 
-    def _nack(
-        self,
-        conn: psycopg.Connection[Any],
-        client: PgqueClient,
-        msg: Message,
-        reason: str | None,
-        *,
-        unhandled: bool,
+    def _call_transactional(
+        self, conn: psycopg.Connection[Any], spec: HandlerSpec, msg: Message
+    ) -> None:
+        # A savepoint: a failing handler's writes go, the batch goes on.
+        with conn.transaction():
+            if spec.timeout is None:
+                spec.func(msg, conn)
+                return
+            done = threading.Event()
+            failure: list[BaseException] = []
+
+            def call() -> None:
+                try:
+                    spec.func(msg, conn)
+                except BaseException as exc:
+                    failure.append(exc)
+                finally:
+                    done.set()
+
+            threading.Thread(target=call, name=f"pgque-handler-{msg.msg_id}", daemon=True).start()
+            if not done.wait(spec.timeout):
+                self._log.error(
+                    "transactional handler for msg_id=%s exceeded %ss; closing the batch's"
+                    " connection (the batch rolls back) and reconnecting",
+                    msg.msg_id, spec.timeout,
+                )  # fmt: skip
+                conn.cancel_safe()
+                conn.close()
+                raise _ConnectionAbandoned(f"handler for msg_id={msg.msg_id} timed out")
+            if failure:
+                raise failure[0]
+
+    def _call_with_timeout(self, spec: HandlerSpec, msg: Message) -> None:
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                spec.func(msg)
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name=f"pgque-handler-{msg.msg_id}", daemon=True).start()
+        if not done.wait(spec.timeout):
+            self._abandoned += 1
+            self._log.error(
+                "handler for msg_id=%s exceeded %ss; its thread is abandoned (%d of %d allowed)",
+                msg.msg_id, spec.timeout, self._abandoned, self.max_abandoned,
+            )  # fmt: skip
+            if self._abandoned > self.max_abandoned:
+                raise ConsumerGaveUp(
+                    f"{self._abandoned} handler threads timed out and are still running"
+                )
+            raise TimeoutError(f"handler exceeded {spec.timeout}s")
+        if failure:
+            raise failure[0]
+
+    def _settle(
+        self, conn: psycopg.Connection[Any], client: PgqueClient, msg: Message, outcome: Outcome
     ) -> bool:
+        """Apply an outcome on the batch's connection; False if the batch must not be acked."""
+        if outcome.action == "ack":
+            return True
+        if outcome.action == "fail":
+            return False
         try:
             with _savepoint(conn):
-                client.nack(msg.batch_id, msg, retry_after=self.retry_after, reason=reason)
+                if outcome.action == "dead":
+                    conn.execute(
+                        query("dead_letter_event"), (msg.batch_id, msg.msg_id, outcome.reason)
+                    )
+                else:
+                    client.nack(
+                        msg.batch_id, msg, retry_after=self._retry_delay(msg, outcome),
+                        reason=outcome.reason,
+                    )  # fmt: skip
         except Exception:
-            what = "unhandled msg_id" if unhandled else "msg_id"
+            what = "unhandled msg_id" if outcome.unhandled else "msg_id"
             self._log.exception(
                 "nack failed for %s=%s; skipping batch ack so PgQ redelivers", what, msg.msg_id
             )
             return False
         return True
+
+    def _retry_delay(self, msg: Message, outcome: Outcome) -> float:
+        if outcome.retry_after is not None:
+            return outcome.retry_after
+        if self.retry_backoff is not None and outcome.error is not None:
+            base, cap = self.retry_backoff
+            return float(min(cap, base * 2 ** (msg.retry_count or 0)))
+        return self.retry_after
 
     # -- waiting ---------------------------------------------------------------
 
@@ -267,7 +516,11 @@ class Consumer:
             return
         with psycopg.connect(self.listen_dsn or self.dsn, autocommit=True) as listener:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(f"pgque_{self.queue}")))
-            yield listener
+            self.listening = True
+            try:
+                yield listener
+            finally:
+                self.listening = False
 
     def _wait_for_work(self, listener: psycopg.Connection[Any] | None) -> None:
         """Return on a NOTIFY, after ``poll_interval``, or soon after :meth:`stop`."""
@@ -299,7 +552,11 @@ class Consumer:
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
         def on_signal(signum: int, frame: object) -> None:
-            self._log.info("consumer %s: signal %s, stopping", self.name, signum)
+            if self._stop.is_set():
+                self._log.warning("consumer %s: second signal, stopping now", self.name)
+                self.stop(now=True)
+                return
+            self._log.info("consumer %s: signal %s, stopping after this batch", self.name, signum)
             self.stop()
 
         for sig in previous:
@@ -309,6 +566,20 @@ class Consumer:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    _pool: ThreadPoolExecutor | None = None
+
+    @contextmanager
+    def _workers(self) -> Iterator[None]:
+        if self.concurrency == 1:
+            yield
+            return
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgque-worker")
+        try:
+            yield
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     @contextmanager
     def _maybe_ticker(self) -> Iterator[None]:
@@ -348,3 +619,4 @@ def _savepoint(conn: psycopg.Connection[Any]) -> Iterator[None]:
 
 
 Consumer.__module__ = "pgque"
+ConsumerGaveUp.__module__ = "pgque"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,20 @@ class Message:
     extra2: str | None = None
     extra3: str | None = None
     extra4: str | None = None
+    _decision: tuple[str, float | None, str | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def nack(self, retry_after: float | None = None, reason: str | None = None) -> None:
+        """Inside a Consumer handler: retry this message (after ``retry_after`` seconds,
+        default the consumer's), or dead-letter it past the queue's max retries."""
+        if retry_after is not None and retry_after < 0:
+            raise ValueError(f"retry_after must be >= 0 seconds, got {retry_after}")
+        self._decision = ("nack", retry_after, reason)
+
+    def dead_letter(self, reason: str) -> None:
+        """Inside a Consumer handler: move this message to the dead letter queue now."""
+        self._decision = ("dead", None, reason)
 
     def json(self) -> Any:
         """The payload decoded as JSON (``None`` for a NULL payload)."""

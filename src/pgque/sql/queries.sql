@@ -106,3 +106,9 @@ select pgque.maint()
 
 -- name: maint_tables_to_vacuum
 select t from pgque.maint_tables_to_vacuum() t
+
+-- name: dead_letter_event
+select pgque.dead_letter_event(%s, %s, %s)
+
+-- name: nack_by_id
+select pgque.nack(%s, %s::bigint, %s::interval, %s)

@@ -62,6 +62,7 @@ grant execute on function
     pgque.ack(bigint),
     pgque.nack(bigint, pgque.message, interval, text),
     pgque.nack(bigint, bigint, interval, text),
+    pgque.dead_letter_event(bigint, bigint, text),
     pgque.dlq_inspect(text, integer),
     pgque.register_subconsumer(text, text, text, boolean),
     pgque.subscribe_subconsumer(text, text, text, boolean),
