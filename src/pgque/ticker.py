@@ -61,6 +61,8 @@ class Ticker:
     Args:
         dsn: Connection string; the role needs pgque_admin.
         poll_interval: Seconds between sequence polls. Defaults to 0.001.
+        idle_poll_interval: Seconds between polls once no queue has moved for
+            half a second. Defaults to 0.005.
         max_wait: Seconds a tick may wait for batches to grow while consumers
             are busy. Defaults to 0.005.
         retry_interval: Seconds between retry and delayed-delivery moves.
@@ -75,6 +77,7 @@ class Ticker:
         dsn: str,
         *,
         poll_interval: float = 0.001,
+        idle_poll_interval: float = 0.005,
         max_wait: float = 0.005,
         retry_interval: float = 1.0,
         maint_interval: float = 30.0,
@@ -84,6 +87,8 @@ class Ticker:
             raise ValueError("Ticker intervals must be positive")
         self.dsn = dsn
         self.poll_interval = poll_interval
+        self.idle_poll_interval = max(idle_poll_interval, poll_interval)
+        self._last_activity = 0.0
         self.max_wait = max_wait
         self.retry_interval = retry_interval
         self.maint_interval = maint_interval
@@ -147,7 +152,8 @@ class Ticker:
                         self._stop.wait(0.1)
                         continue
                 self._lead_once(conn, due, seen, pending, now)
-                self._stop.wait(self.poll_interval)
+                busy = pending or now - self._last_activity < 0.5
+                self._stop.wait(self.poll_interval if busy else self.idle_poll_interval)
         finally:
             if self.leading and not conn.closed:
                 with contextlib.suppress(psycopg.Error):
@@ -169,6 +175,7 @@ class Ticker:
                 if seen.get(name) != value:
                     seen[name] = value
                     pending.add(name)
+                    self._last_activity = now
             wait = f"{self.max_wait} seconds"
             for name in sorted(pending):
                 # NULL: still letting the batch grow; otherwise ticked or covered.
