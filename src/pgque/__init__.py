@@ -8,7 +8,7 @@ and tick without pg_cron with :class:`Ticker`.
 
 from pgque._version import __version__
 from pgque.client import PgqueClient, connect
-from pgque.consumer import Consumer
+from pgque.consumer import Consumer, ConsumerGaveUp, MultiQueueConsumer
 from pgque.errors import (
     PgqueBatchNotFound,
     PgqueConnectionError,
@@ -27,8 +27,10 @@ from pgque.ticker import Ticker
 
 __all__ = [
     "Consumer",
+    "ConsumerGaveUp",
     "Event",
     "Message",
+    "MultiQueueConsumer",
     "PgqueBatchNotFound",
     "PgqueClient",
     "PgqueConnectionError",

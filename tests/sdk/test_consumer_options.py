@@ -14,7 +14,6 @@ import pytest
 import pgque
 from _engine import one, rows
 from pgque._dispatch import RateLimiter
-from pgque.consumer import ConsumerGaveUp
 
 
 def tick(conn: psycopg.Connection[Any]) -> None:
@@ -188,7 +187,7 @@ def test_sync_timeout_nacks_and_gives_up_past_max_abandoned(
     consumer.on("t", timeout=0.2)(lambda msg: release.wait(30))
     send(conn, 1)
     tick(conn)
-    with pytest.raises(ConsumerGaveUp):
+    with pytest.raises(pgque.ConsumerGaveUp):
         consumer.start()
     release.set()
 
@@ -292,3 +291,27 @@ def test_rate_limiter_spaces_messages() -> None:
     for _ in range(6):
         limiter.acquire()
     assert time.monotonic() - started >= 5 / 50 * 0.9  # it never goes faster than the rate
+
+
+def test_multi_queue_consumer_drains_high_priority_first(
+    db: str, conn: psycopg.Connection[Any]
+) -> None:
+    order: list[str] = []
+    consumers = []
+    for name in ("high", "low"):
+        one(conn, "select pgque.create_queue(%s)", name)
+        one(conn, "select pgque.subscribe(%s, 'c')", name)
+        for i in range(3):
+            one(conn, "select pgque.send(%s, %s::jsonb)", name, str(i))
+            one(conn, "select pgque.force_next_tick(%s)", name)
+            one(conn, "select pgque.ticker(%s)", name)
+        consumer = pgque.Consumer(db, queue=name, name="c", poll_interval=0.2, ticker=False)
+        consumer.on("*")(lambda msg, name=name: order.append(name))
+        consumers.append(consumer)
+    multi = pgque.MultiQueueConsumer(consumers)
+    thread = threading.Thread(target=multi.start, daemon=True)
+    thread.start()
+    wait_for(lambda: len(order) == 6)
+    multi.stop()
+    thread.join(5)
+    assert order == ["high"] * 3 + ["low"] * 3
