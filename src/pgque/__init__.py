@@ -7,6 +7,7 @@ and tick without pg_cron with :class:`Ticker`.
 """
 
 from pgque._version import __version__
+from pgque.async_consumer import AsyncConsumer
 from pgque.client import PgqueClient, connect
 from pgque.consumer import Consumer, ConsumerGaveUp, MultiQueueConsumer
 from pgque.errors import (
@@ -26,6 +27,7 @@ from pgque.message import Event, Message
 from pgque.ticker import Ticker
 
 __all__ = [
+    "AsyncConsumer",
     "Consumer",
     "ConsumerGaveUp",
     "Event",

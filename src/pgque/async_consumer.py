@@ -1,0 +1,360 @@
+"""The asyncio twin of :class:`pgque.Consumer`: ``async def`` handlers.
+
+Same options and rules as the threaded consumer (see :mod:`pgque.consumer`):
+one transaction from receive to ack, a NOTIFY wakeup on a separate
+connection, nack on handler errors, reconnect with backoff, graceful stop.
+Differences that follow from asyncio: ``concurrency`` runs handlers as tasks,
+and a handler ``timeout`` cancels the handler's task (nothing is abandoned).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from pgque._dispatch import Deadline, HandlerSpec, Outcome, lanes
+from pgque._queries import query
+from pgque.errors import PgqueError, from_database_error
+from pgque.message import Message
+
+__all__ = ["AsyncConsumer"]
+
+logger = logging.getLogger("pgque")
+
+AsyncHandler = Callable[..., Awaitable[Any]]
+AH = TypeVar("AH", bound=AsyncHandler)
+
+_ALL_MESSAGES = 2_147_483_647
+_WAIT_SLICE = 0.5
+_BACKOFF_START = 0.1
+_BACKOFF_CAP = 30.0
+
+
+class _BatchAborted(Exception):
+    """Raised inside the batch transaction to roll it back."""
+
+
+class AsyncConsumer:
+    """Receives a queue's batches and awaits a handler per message.
+
+    Arguments as :class:`pgque.Consumer`; handlers are coroutine functions.
+    Run it with ``await consumer.start()`` and end it with ``consumer.stop()``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        queue: str,
+        name: str,
+        poll_interval: float = 30,
+        max_messages: int = _ALL_MESSAGES,
+        retry_after: float = 60,
+        unknown_handler_policy: str = "nack",
+        subconsumer: str | None = None,
+        dead_interval: str | None = None,
+        listen: bool = True,
+        listen_dsn: str | None = None,
+        ticker: bool | str = "auto",
+        concurrency: int = 1,
+        rate_limit: float | None = None,
+        max_batch_time: float | None = None,
+        shutdown_timeout: float = 30.0,
+        retry_backoff: tuple[float, float] | None = None,
+        max_abandoned: int = 10,
+    ) -> None:
+        # The threaded consumer checks the same arguments the same way.
+        from pgque.consumer import Consumer
+
+        checked = Consumer(
+            dsn, queue=queue, name=name, poll_interval=poll_interval,
+            max_messages=max_messages, retry_after=retry_after,
+            unknown_handler_policy=unknown_handler_policy, subconsumer=subconsumer,
+            dead_interval=dead_interval, listen=listen, listen_dsn=listen_dsn, ticker=ticker,
+            concurrency=concurrency, rate_limit=rate_limit, max_batch_time=max_batch_time,
+            shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
+            max_abandoned=max_abandoned,
+        )  # fmt: skip
+        self._sync = checked
+        self.dsn, self.queue, self.name = dsn, queue, name
+        self.poll_interval, self.max_messages, self.retry_after = (
+            poll_interval, max_messages, retry_after,
+        )  # fmt: skip
+        self.subconsumer, self.dead_interval = subconsumer, dead_interval
+        self.listen, self.listen_dsn, self.ticker = listen, listen_dsn, ticker
+        self.concurrency, self.max_batch_time = concurrency, max_batch_time
+        self.shutdown_timeout, self.retry_backoff = shutdown_timeout, retry_backoff
+        self.max_abandoned = max_abandoned
+        self.rate_limit = rate_limit
+        self._policy = unknown_handler_policy
+        self._handlers: dict[str, HandlerSpec] = {}
+        self._stop = asyncio.Event()
+        self._hard_stop = asyncio.Event()
+        self._deadline = Deadline()
+        self._next_token = 0.0
+        self._log = logging.getLogger(f"pgque.consumer.{name}")
+        #: Seconds since the epoch of the last poll that completed (None: none yet).
+        self.last_poll_at: float | None = None
+        #: How many times the consumer reconnected after a database error.
+        self.reconnects = 0
+        #: True while the LISTEN connection is up.
+        self.listening = False
+
+    def on(
+        self,
+        type: str,
+        *,
+        transactional: bool = False,
+        timeout: float | None = None,
+        ordered_by: str | None = None,
+    ) -> Callable[[AH], AH]:
+        """Register the decorated coroutine function for messages of ``type`` (``"*"``: any).
+
+        Options as :meth:`pgque.Consumer.on`; a ``timeout`` cancels the handler.
+        """
+        self._sync.on(type, transactional=transactional, timeout=timeout, ordered_by=ordered_by)
+
+        def register(handler: AH) -> AH:
+            is_async = asyncio.iscoroutinefunction(handler)  # kept apart: no type narrowing
+            if not is_async:
+                raise TypeError(f"AsyncConsumer handlers must be async functions: {handler!r}")
+            self._handlers[type] = HandlerSpec(handler, transactional, timeout, ordered_by)
+            return handler
+
+        return register
+
+    def stop(self, *, now: bool = False) -> None:
+        """Ask the loop to stop after the current batch (``now``: roll it back)."""
+        if not self._stop.is_set():
+            self._deadline.tighten(self.shutdown_timeout)
+        self._stop.set()
+        if now:
+            self._hard_stop.set()
+            self._deadline.tighten(0)
+
+    async def start(self) -> None:
+        """Consume until :meth:`stop`."""
+        self._stop.clear()
+        self._hard_stop.clear()
+        ticker = self._sync._wants_ticker() if self.ticker == "auto" else self.ticker
+        runner = None
+        if ticker:
+            from pgque.ticker import Ticker
+
+            runner = Ticker(self.dsn).start()
+        try:
+            delay = _BACKOFF_START
+            while not self._stop.is_set():
+                try:
+                    await self._session()
+                    delay = _BACKOFF_START
+                except (psycopg.Error, PgqueError):
+                    pause = delay * random.uniform(0.8, 1.2)
+                    self._log.exception(
+                        "consumer %s: database error; retrying in %.1fs", self.name, pause
+                    )
+                    self.reconnects += 1
+                    self.listening = False
+                    await self._wait(pause)
+                    delay = min(delay * 2, _BACKOFF_CAP)
+        finally:
+            if runner is not None:
+                runner.stop()
+
+    async def _session(self) -> None:
+        conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        listener = None
+        try:
+            if self.listen:
+                listener = await psycopg.AsyncConnection.connect(
+                    self.listen_dsn or self.dsn, autocommit=True
+                )
+                await listener.execute(
+                    sql.SQL("listen {}").format(sql.Identifier(f"pgque_{self.queue}"))
+                )
+                self.listening = True
+            while not self._stop.is_set():
+                if await self._poll_once(conn):
+                    continue
+                await self._wait_for_work(listener)
+        finally:
+            self.listening = False
+            if listener is not None:
+                await listener.close()
+            await conn.close()
+
+    async def _call(self, conn: psycopg.AsyncConnection[Any], name: str, *params: Any) -> Any:
+        try:
+            cur = await conn.execute(query(name), params or None)
+            return await cur.fetchall()
+        except psycopg.Error as exc:
+            raise from_database_error(exc) from exc
+
+    async def _poll_once(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        if self._stop.is_set():
+            return None
+        try:
+            if self.subconsumer is not None:
+                rows = await self._call(
+                    conn, "receive_coop", self.queue, self.name, self.subconsumer,
+                    self.max_messages, self.dead_interval,
+                )  # fmt: skip
+                if not rows:
+                    return None
+                async with conn.transaction():
+                    return await self._process(conn, [Message(*r) for r in rows])
+            async with conn.transaction():
+                rows = await self._call(conn, "receive", self.queue, self.name, self.max_messages)
+                if not rows:
+                    return None
+                return await self._process(conn, [Message(*r) for r in rows])
+        except _BatchAborted:
+            self._log.warning("consumer %s: stopped mid-batch; batch rolled back", self.name)
+            return None
+        finally:
+            self.last_poll_at = time.time()
+
+    async def _process(self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]) -> int:
+        batch_id = msgs[0].batch_id
+        self._deadline = Deadline()
+        if self.max_batch_time is not None:
+            self._deadline.tighten(self.max_batch_time)
+        if self._stop.is_set():
+            self._deadline.tighten(self.shutdown_timeout)
+        settled, count = True, 0
+        while msgs:
+            outcomes = await self._run_handlers(conn, msgs)
+            for msg, outcome in zip(msgs, outcomes, strict=True):
+                settled = await self._settle(conn, msg, outcome) and settled
+            count += len(msgs)
+            msgs = (
+                [Message(*r) for r in await self._call(
+                    conn, "batch_rest", batch_id, batch_id, msgs[-1].msg_id)]
+                if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
+                else []
+            )  # fmt: skip
+        if settled and (await self._call(conn, "ack", batch_id))[0][0] == 0:
+            self._log.warning(
+                "pgque: ack batch %s returned 0 -- stale or double ack"
+                " (batch already finished or not found)",
+                batch_id,
+            )
+        return count
+
+    async def _run_handlers(
+        self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]
+    ) -> list[Outcome]:
+        results: dict[int, Outcome] = {}
+        if self.concurrency == 1:
+            for msg in msgs:
+                results[id(msg)] = await self._outcome(conn, msg)
+            return [results[id(m)] for m in msgs]
+        slots = asyncio.Semaphore(self.concurrency)
+
+        async def run_lane(lane: list[Message]) -> None:
+            async with slots:
+                for msg in lane:
+                    results[id(msg)] = await self._outcome(None, msg)
+
+        await asyncio.gather(*(run_lane(lane) for lane in lanes(msgs, self._handlers_get)))
+        return [results[id(m)] for m in msgs]
+
+    def _handlers_get(self, msg: Message) -> HandlerSpec | None:
+        return self._handlers.get(msg.type or "") or self._handlers.get("*")
+
+    async def _outcome(self, conn: psycopg.AsyncConnection[Any] | None, msg: Message) -> Outcome:
+        if self._hard_stop.is_set() or (self._stop.is_set() and self._deadline.passed()):
+            raise _BatchAborted
+        if self._deadline.passed():
+            return Outcome("nack", reason="max_batch_time exceeded")
+        spec = self._handlers_get(msg)
+        if spec is None:
+            if self._policy == "ack":
+                self._log.warning(
+                    "no handler for event type=%s ev_id=%s; acking", msg.type, msg.msg_id
+                )
+                return Outcome("ack")
+            self._log.warning(
+                "no handler for event type=%s ev_id=%s; nacking", msg.type, msg.msg_id
+            )
+            return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
+        await self._throttle()
+        try:
+            if spec.transactional:
+                assert conn is not None
+                async with conn.transaction():
+                    await asyncio.wait_for(spec.func(msg, conn), spec.timeout)
+            else:
+                await asyncio.wait_for(spec.func(msg), spec.timeout)
+        except _BatchAborted:
+            raise
+        except Exception as exc:
+            self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
+            return Outcome("nack", error=exc)
+        if msg._decision is not None:
+            action, retry_after, reason = msg._decision
+            return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
+        return Outcome("ack")
+
+    async def _throttle(self) -> None:
+        if self.rate_limit is None:
+            return
+        now = time.monotonic()
+        self._next_token = max(self._next_token, now)
+        wait = self._next_token - now
+        self._next_token += 1 / self.rate_limit
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def _settle(
+        self, conn: psycopg.AsyncConnection[Any], msg: Message, outcome: Outcome
+    ) -> bool:
+        if outcome.action == "ack":
+            return True
+        try:
+            async with conn.transaction():
+                if outcome.action == "dead":
+                    await self._call(
+                        conn, "dead_letter_event", msg.batch_id, msg.msg_id, outcome.reason
+                    )
+                else:
+                    delay = self._sync._retry_delay(msg, outcome)
+                    await self._call(
+                        conn, "nack_by_id", msg.batch_id, msg.msg_id, f"{delay} seconds",
+                        outcome.reason,
+                    )  # fmt: skip
+        except Exception:
+            what = "unhandled msg_id" if outcome.unhandled else "msg_id"
+            self._log.exception(
+                "nack failed for %s=%s; skipping batch ack so PgQ redelivers", what, msg.msg_id
+            )
+            return False
+        return True
+
+    async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
+        deadline = time.monotonic() + self.poll_interval
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            step = min(left, _WAIT_SLICE)
+            if listener is None:
+                await self._wait(step)
+                continue
+            async for _ in listener.notifies(timeout=step, stop_after=1):
+                return
+
+    async def _wait(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+
+AsyncConsumer.__module__ = "pgque"
