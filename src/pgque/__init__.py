@@ -9,7 +9,7 @@ and tick without pg_cron with :class:`Ticker`.
 from pgque._version import __version__
 from pgque.async_consumer import AsyncConsumer
 from pgque.client import PgqueClient, connect
-from pgque.consumer import Consumer, ConsumerGaveUp, MultiQueueConsumer
+from pgque.consumer import Consumer, ConsumerGaveUp
 from pgque.errors import (
     PgqueBatchNotFound,
     PgqueConnectionError,
@@ -24,6 +24,7 @@ from pgque.errors import (
 )
 from pgque.installer import install, installed_version, uninstall
 from pgque.message import Event, Message
+from pgque.multi_consumer import MultiQueueConsumer
 from pgque.ticker import Ticker
 
 __all__ = [
