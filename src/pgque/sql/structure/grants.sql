@@ -6,7 +6,7 @@
 -- with a pinned search_path), so the roles need EXECUTE only; readers may
 -- also SELECT the tables, writers touch no table directly.
 
-revoke all on all functions in schema pgque from public;
+revoke all on all routines in schema pgque from public;
 revoke all on all tables in schema pgque from public;
 revoke all on all sequences in schema pgque from public;
 revoke all on schema pgque from public;
