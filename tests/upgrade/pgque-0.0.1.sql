@@ -1,0 +1,2978 @@
+-- Upgrade-test fixture: pgque 0.0.1, an earlier release, for tests/upgrade/test_upgrade.py.
+--
+-- Built from commit a9b16fae26170813e01b0f829b74fe5aaa7f9c29 (tag v0.0.1), "Modern API in
+-- SQL: send, send_batch, send_at, receive, ack, nack, dead letters, queue options": the first
+-- commit whose src/pgque/sql/ has the modern API (functions/send.sql, receive.sql, dlq.sql).
+-- How it was made:
+--     git worktree add /tmp/old v0.0.1
+--     cd /tmp/old && python tools/build_sql.py    # that tree's own build tool
+--     copy src/pgque/sql/pgque.sql here, with one edit: the version() literal '0.1.0'
+--     (the unreleased version string that tree carried) replaced by '0.0.1'
+-- and this header added. The generated banner below still says 0.1.0 for that reason.
+-- Do not edit or regenerate it: it stands for what was released then.
+
+-- pgque 0.1.0: install script. GENERATED FILE, DO NOT EDIT.
+-- Built from src/pgque/sql/install.sql and the files it includes;
+-- regenerate with: python tools/build_sql.py
+-- Safe to run again: installs or upgrades in one transaction.
+
+-- file: install.sql
+-- pgque install manifest.
+--
+-- `psql -f src/pgque/sql/install.sql` installs straight from the source tree;
+-- tools/build_sql.py inlines every `\ir` below, in this order, into pgque.sql,
+-- the single file the Python installer and `psql -f pgque.sql` run.
+-- This manifest is the only place that decides the order.
+
+-- file: structure/begin.sql
+-- Everything runs in one transaction, serialized per database by an
+-- advisory lock, so two installers never interleave and a failed install
+-- changes nothing.
+begin;
+set local client_min_messages = warning;
+-- 1885827445 = 0x70677175, 'pgqu' in ASCII: the install lock of this database.
+do $lock$ begin perform pg_catalog.pg_advisory_xact_lock(1885827445); end $lock$;
+
+-- file: structure/roles.sql
+-- The three NOLOGIN roles pgque grants to. Roles are cluster-wide, so two
+-- databases of one cluster may install at the same moment: the advisory
+-- lock of begin.sql is per database and does not serialize them, and the
+-- loser of a concurrent CREATE ROLE sees duplicate_object or, while the
+-- winner's transaction is still open, unique_violation. Either means the
+-- role exists, which is all we need.
+do $roles$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['pgque_reader', 'pgque_writer', 'pgque_admin'] loop
+        if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+            begin
+                execute format('create role %I nologin', v_role);
+            exception when duplicate_object or unique_violation then
+                null;
+            end;
+        end if;
+    end loop;
+
+    -- pgque_admin may do everything a reader or a writer may.
+    foreach v_role in array array['pgque_reader', 'pgque_writer'] loop
+        if not pg_catalog.pg_has_role('pgque_admin', v_role, 'member') then
+            begin
+                execute format('grant %I to pgque_admin', v_role);
+            exception when duplicate_object or unique_violation then
+                null;
+            end;
+        end if;
+    end loop;
+end
+$roles$;
+
+-- file: structure/schema.sql
+-- One schema holds every pgque object. Nothing else in the database is
+-- touched, so pgque coexists with PgQ (schema pgq) and with applications.
+create schema if not exists pgque;
+comment on schema pgque is
+    'pgque: PgQ''s queue design (snapshot batches, ticks, rotated event tables) in plain SQL';
+
+-- file: structure/tables.sql
+-- Tables, sequences and the config singleton.
+--
+-- Names and columns follow PgQ, so operators' queries keep working; txids are
+-- xid8 and snapshots pg_snapshot. Every statement is guarded (if not exists),
+-- so re-running the install keeps all data; column additions of later
+-- versions go to upgrade.sql.
+
+-- One row per queue: its configuration and its rotation state.
+create table if not exists pgque.queue (
+    queue_id                  serial primary key,
+    queue_name                text not null unique,
+    queue_ntables             integer not null default 3,
+    queue_cur_table           integer not null default 0,
+    queue_rotation_period     interval default '2 hours',
+    queue_switch_step1        xid8 not null default pg_catalog.pg_current_xact_id(),
+    queue_switch_step2        xid8 default pg_catalog.pg_current_xact_id(),
+    queue_switch_time         timestamptz not null default now(),
+    queue_external_ticker     boolean not null default false,
+    queue_disable_insert      boolean not null default false,
+    queue_ticker_paused       boolean not null default false,
+    queue_ticker_max_count    integer not null default 500,
+    queue_ticker_max_lag      interval not null default '3 seconds',
+    queue_ticker_idle_period  interval not null default '1 minute',
+    queue_data_pfx            text not null,
+    queue_event_seq           text not null,
+    queue_tick_seq            text not null,
+    queue_extra_maint         text[],
+    queue_max_retries         integer,
+    queue_event_ttl           interval
+);
+
+-- The ticks of every queue: a snapshot plus the event sequence at that moment.
+-- Two consecutive ticks of a queue cut one batch.
+create table if not exists pgque.tick (
+    tick_queue      integer not null references pgque.queue (queue_id),
+    tick_id         bigint not null,
+    tick_time       timestamptz not null default now(),
+    tick_snapshot   pg_snapshot not null default pg_catalog.pg_current_snapshot(),
+    tick_event_seq  bigint not null,
+    primary key (tick_queue, tick_id)
+);
+
+-- Consumer names; one name may subscribe to several queues.
+create table if not exists pgque.consumer (
+    co_id    serial primary key,
+    co_name  text not null unique
+);
+
+-- One row per (queue, consumer): the consumer's position and, while a batch
+-- is open, the batch itself (there is no batch table).
+create table if not exists pgque.subscription (
+    sub_id         serial not null,
+    sub_queue      integer not null references pgque.queue (queue_id),
+    sub_consumer   integer not null references pgque.consumer (co_id),
+    sub_last_tick  bigint,
+    sub_active     timestamptz not null default now(),
+    sub_batch      bigint unique,
+    sub_next_tick  bigint,
+    sub_role       text not null default 'normal'
+                   check (sub_role in ('normal', 'coop_main', 'coop_member')),
+    primary key (sub_queue, sub_consumer)
+) with (fillfactor = 50);
+
+-- Column template and parent of every event table; it holds no rows.
+create table if not exists pgque.event_template (
+    ev_id      bigint not null,
+    ev_time    timestamptz not null,
+    ev_txid    xid8 not null default pg_catalog.pg_current_xact_id(),
+    ev_owner   integer,
+    ev_retry   integer,
+    ev_type    text,
+    ev_data    text,
+    ev_extra1  text,
+    ev_extra2  text,
+    ev_extra3  text,
+    ev_extra4  text
+);
+
+-- Events waiting to be put back into their queue for one consumer.
+create table if not exists pgque.retry_queue (
+    ev_retry_after  timestamptz not null,
+    ev_queue        integer not null references pgque.queue (queue_id),
+    ev_id           bigint not null,
+    ev_time         timestamptz not null,
+    ev_txid         xid8,
+    ev_owner        integer not null,
+    ev_retry        integer,
+    ev_type         text,
+    ev_data         text,
+    ev_extra1       text,
+    ev_extra2       text,
+    ev_extra3       text,
+    ev_extra4       text,
+    primary key (ev_owner, ev_id)
+);
+create index if not exists rq_retry_idx on pgque.retry_queue (ev_retry_after);
+
+-- Events that failed too often (or were dead-lettered on purpose), per
+-- queue and consumer. One row per (queue, consumer, event): dead-lettering
+-- is idempotent. Rows go with their queue or consumer.
+create table if not exists pgque.dead_letter (
+    dl_id           bigserial primary key,
+    dl_queue_id     integer not null references pgque.queue (queue_id) on delete cascade,
+    dl_consumer_id  integer not null references pgque.consumer (co_id) on delete cascade,
+    dl_time         timestamptz not null default now(),
+    dl_reason       text,
+    ev_id           bigint not null,
+    ev_time         timestamptz not null,
+    ev_txid         xid8,
+    ev_retry        integer,
+    ev_type         text,
+    ev_data         text,
+    ev_extra1       text,
+    ev_extra2       text,
+    ev_extra3       text,
+    ev_extra4       text
+);
+create index if not exists dl_queue_time_idx on pgque.dead_letter (dl_queue_id, dl_time);
+create unique index if not exists dl_queue_consumer_event_idx
+    on pgque.dead_letter (dl_queue_id, dl_consumer_id, ev_id);
+
+-- Events sent for later delivery; maint_deliver_delayed() moves due rows
+-- into their queue.
+create table if not exists pgque.delayed_events (
+    de_id          bigserial primary key,
+    de_queue_name  text not null,
+    de_deliver_at  timestamptz not null,
+    de_type        text,
+    de_data        text,
+    de_extra1      text,
+    de_extra2      text,
+    de_extra3      text,
+    de_extra4      text
+);
+create index if not exists de_deliver_at_idx on pgque.delayed_events (de_deliver_at);
+
+-- Batch ids are global.
+create sequence if not exists pgque.batch_id_seq;
+
+-- Installation-wide settings; exactly one row.
+create table if not exists pgque.config (
+    singleton       boolean primary key default true check (singleton),
+    ticker_job_id   bigint,
+    maint_job_id    bigint,
+    scheduler       text check (scheduler in ('pg_cron', 'pg_timetable')),
+    tick_period_ms  integer not null default 100
+                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0),
+    installed_at    timestamptz not null default clock_timestamp()
+);
+insert into pgque.config (singleton) values (true) on conflict do nothing;
+
+-- file: structure/upgrade.sql
+-- In-place upgrades. The install file runs over any earlier pgque: tables
+-- are created only when missing (tables.sql), and upgrade_schema() brings
+-- existing ones up to date, so every queue, event, position and setting
+-- survives. Each fix checks the catalog first, so running it again changes
+-- nothing.
+
+create or replace function pgque.upgrade_schema()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_fixes integer := 0;
+    v_fix record;
+begin
+    -- Columns added after the first release: (table, column, definition).
+    for v_fix in
+        select * from (values
+            ('queue', 'queue_max_retries', 'integer'),
+            ('queue', 'queue_extra_maint', 'text[]'),
+            ('queue', 'queue_event_ttl', 'interval'),
+            ('subscription', 'sub_role',
+             'text not null default ''normal'''
+             || ' check (sub_role in (''normal'', ''coop_main'', ''coop_member''))'),
+            ('config', 'scheduler', 'text check (scheduler in (''pg_cron'', ''pg_timetable''))'),
+            ('config', 'tick_period_ms',
+             'integer not null default 100'
+             || ' check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0)')
+        ) as f(table_name, column_name, definition)
+    loop
+        if not exists (
+            select 1 from pg_catalog.pg_attribute
+             where attrelid = ('pgque.' || v_fix.table_name)::regclass
+               and attname = v_fix.column_name and not attisdropped)
+        then
+            execute format('alter table pgque.%I add column %I %s',
+                           v_fix.table_name, v_fix.column_name, v_fix.definition);
+            v_fixes := v_fixes + 1;
+        end if;
+    end loop;
+
+    -- PgQ lets a consumer be registered before its first tick.
+    if exists (
+        select 1 from pg_catalog.pg_attribute
+         where attrelid = 'pgque.subscription'::regclass
+           and attname = 'sub_last_tick' and attnotnull)
+    then
+        alter table pgque.subscription alter column sub_last_tick drop not null;
+        v_fixes := v_fixes + 1;
+    end if;
+    return v_fixes;
+end
+$$;
+comment on function pgque.upgrade_schema() is
+    'Brings tables of an earlier pgque install up to date; idempotent. Returns the number of fixes applied.';
+
+do $upgrade$ begin perform pgque.upgrade_schema(); end $upgrade$;
+
+-- file: structure/types.sql
+-- Types of the modern API.
+
+-- One message as receive() returns it and nack() takes it.
+do $types$
+begin
+    if pg_catalog.to_regtype('pgque.message') is null then
+        create type pgque.message as (
+            msg_id       bigint,       -- ev_id
+            batch_id     bigint,       -- the batch to ack
+            type         text,         -- ev_type
+            payload      text,         -- ev_data
+            retry_count  integer,      -- NULL on first delivery, then 1, 2, ...
+            created_at   timestamptz,  -- ev_time: start of the sending transaction
+            extra1       text,
+            extra2       text,
+            extra3       text,
+            extra4       text
+        );
+    end if;
+end
+$types$;
+comment on type pgque.message is
+    'A message as receive() returns it: event id, batch id, type, payload, retry count, time and extras.';
+
+-- file: functions/util.sql
+-- Small utilities shared by the engine.
+
+create or replace function pgque.version()
+returns text
+language sql immutable
+as $$ select '0.0.1'::text $$;
+comment on function pgque.version() is
+    'The installed pgque version.';
+
+create or replace function pgque.quote_fqname(i_name text)
+returns text
+language sql immutable strict
+as $$
+    -- The first dot splits schema from name; an unqualified name is in public.
+    select case
+        when pg_catalog.strpos(i_name, '.') > 0 then
+            pg_catalog.quote_ident(pg_catalog.split_part(i_name, '.', 1)) || '.'
+            || pg_catalog.quote_ident(pg_catalog.substr(i_name, pg_catalog.strpos(i_name, '.') + 1))
+        else 'public.' || pg_catalog.quote_ident(i_name)
+    end
+$$;
+comment on function pgque.quote_fqname(text) is
+    'Quotes a possibly schema-qualified name (the first dot splits; no schema means public).';
+
+create or replace function pgque.seq_getval(i_seq_name text)
+returns bigint
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_value bigint;
+begin
+    -- last_value read from the sequence relation itself: non-transactional,
+    -- never advances the sequence, and ignores is_called, as PgQ does.
+    execute 'select last_value from ' || pgque.quote_fqname(i_seq_name) into v_value;
+    return v_value;
+end
+$$;
+comment on function pgque.seq_getval(text) is
+    'The last value of a sequence, without advancing it.';
+
+create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
+returns bigint
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_current bigint;
+begin
+    v_current := pgque.seq_getval(i_seq_name);
+    if i_new_value > v_current then
+        perform pg_catalog.setval(pgque.quote_fqname(i_seq_name)::regclass, i_new_value);
+        return i_new_value;
+    end if;
+    return v_current;
+end
+$$;
+comment on function pgque.seq_setval(text, bigint) is
+    'Moves a sequence forward to the given value; never moves it back. Returns the resulting value.';
+
+-- Internal: the xid8 value as bigint (txids fit in 63 bits).
+create or replace function pgque._xid8_to_int8(i_xid xid8)
+returns bigint
+language sql immutable strict parallel safe
+as $$ select i_xid::text::bigint $$;
+
+-- file: functions/queue_admin.sql
+-- Creating, configuring and dropping queues.
+
+create or replace function pgque._check_queue_name(i_queue_name text)
+returns void
+language plpgsql immutable
+as $$
+begin
+    if i_queue_name is null then
+        raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
+    end if;
+    if i_queue_name = '' then
+        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    -- The NOTIFY channel 'pgque_<name>' is an identifier: at most 63 bytes.
+    if pg_catalog.octet_length(i_queue_name) > 57 then
+        raise exception 'queue name too long: % bytes (max 57). pg_notify channel ''pgque_<queue_name>'' must fit in 63 bytes.',
+            pg_catalog.octet_length(i_queue_name)
+            using detail = 'pgque:invalid_argument';
+    end if;
+end
+$$;
+
+create or replace function pgque.tune_storage(i_queue_name text)
+returns integer
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    i integer;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
+    end if;
+    -- Event tables are emptied by TRUNCATE, never by DELETE: pack them and
+    -- keep autovacuum away.
+    for i in 0 .. q.queue_ntables - 1 loop
+        execute format(
+            'alter table %s set (fillfactor = 100, autovacuum_enabled = off, toast.autovacuum_enabled = off)',
+            pgque.quote_fqname(q.queue_data_pfx || '_' || i));
+    end loop;
+    return 1;
+end
+$$;
+comment on function pgque.tune_storage(text) is
+    'Sets storage parameters on a queue''s event tables (fillfactor 100, no autovacuum).';
+
+create or replace function pgque.grant_perms(x_queue_name text)
+returns integer
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_table text;
+    i integer;
+begin
+    select * into q from pgque.queue where queue_name = x_queue_name;
+    if not found then
+        raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
+    end if;
+    for i in -1 .. q.queue_ntables - 1 loop
+        v_table := pgque.quote_fqname(case when i < 0 then q.queue_data_pfx
+                                           else q.queue_data_pfx || '_' || i end);
+        execute format('revoke all on %s from public', v_table);
+        execute format('grant select on %s to pgque_reader', v_table);
+        execute format('grant all on %s to pgque_admin', v_table);
+    end loop;
+    foreach v_table in array array[q.queue_event_seq, q.queue_tick_seq] loop
+        execute format('revoke all on sequence %s from public', pgque.quote_fqname(v_table));
+        execute format('grant select on sequence %s to pgque_reader', pgque.quote_fqname(v_table));
+        execute format('grant all on sequence %s to pgque_admin', pgque.quote_fqname(v_table));
+    end loop;
+    return 1;
+end
+$$;
+comment on function pgque.grant_perms(text) is
+    'Applies pgque''s role grants to a queue''s event tables and sequences.';
+
+create or replace function pgque.create_queue(i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_id integer;
+    v_base text;
+    i integer;
+begin
+    perform pgque._check_queue_name(i_queue_name);
+
+    -- A concurrent create of the same name waits here and then sees the row.
+    insert into pgque.queue (queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
+    values (i_queue_name, '', '', '')
+    on conflict (queue_name) do nothing
+    returning queue_id into v_id;
+    if v_id is null then
+        return 0;
+    end if;
+
+    v_base := 'event_' || v_id;
+    update pgque.queue
+       set queue_data_pfx = 'pgque.' || v_base,
+           queue_event_seq = 'pgque.' || v_base || '_id_seq',
+           queue_tick_seq = 'pgque.' || v_base || '_tick_seq'
+     where queue_id = v_id;
+
+    execute format('create sequence pgque.%I', v_base || '_id_seq');
+    execute format('create sequence pgque.%I', v_base || '_tick_seq');
+    execute format('create table pgque.%I () inherits (pgque.event_template)', v_base);
+    for i in 0 .. 2 loop
+        execute format('create table pgque.%I () inherits (pgque.%I)', v_base || '_' || i, v_base);
+        execute format('alter table pgque.%I alter column ev_id set default nextval(%L)',
+                       v_base || '_' || i, 'pgque.' || v_base || '_id_seq');
+        execute format('create index %I on pgque.%I (ev_txid)',
+                       v_base || '_' || i || '_txid_idx', v_base || '_' || i);
+    end loop;
+
+    perform pgque.grant_perms(i_queue_name);
+    perform pgque.tune_storage(i_queue_name);
+    perform pgque._rebuild_insert_router();
+    -- Tick 1, so consumers can subscribe at once.
+    perform pgque._tick(v_id, true);
+    return 1;
+end
+$$;
+comment on function pgque.create_queue(text) is
+    'Creates a queue with its event tables and first tick. Returns 1, or 0 when it exists.';
+
+create or replace function pgque.drop_queue(x_queue_name text, x_force boolean)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_consumer text;
+begin
+    if x_queue_name is null then
+        raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
+    end if;
+    select * into q from pgque.queue where queue_name = x_queue_name for update;
+    if not found then
+        raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
+    end if;
+
+    if coalesce(x_force, false) then
+        for v_consumer in
+            select c.co_name
+              from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+             where s.sub_queue = q.queue_id
+             order by c.co_name
+        loop
+            perform pgque.unregister_consumer(x_queue_name, v_consumer);
+        end loop;
+    elsif exists (select 1 from pgque.subscription where sub_queue = q.queue_id) then
+        raise exception 'cannot drop queue, consumers still attached'
+            using detail = 'pgque:consumers_attached';
+    end if;
+
+    execute format('drop table %s cascade', pgque.quote_fqname(q.queue_data_pfx));
+    delete from pgque.retry_queue where ev_queue = q.queue_id;
+    delete from pgque.delayed_events where de_queue_name = q.queue_name;
+    delete from pgque.tick where tick_queue = q.queue_id;
+    execute format('drop sequence %s', pgque.quote_fqname(q.queue_event_seq));
+    execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
+    delete from pgque.queue where queue_id = q.queue_id;
+    perform pgque._rebuild_insert_router();
+    return 1;
+end
+$$;
+comment on function pgque.drop_queue(text, boolean) is
+    'Drops a queue with its events and ticks; with x_force, unregisters its consumers first.';
+
+create or replace function pgque.drop_queue(x_queue_name text)
+returns integer
+language sql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select pgque.drop_queue(x_queue_name, false) $$;
+comment on function pgque.drop_queue(text) is
+    'Drops a queue that has no consumers.';
+
+create or replace function pgque.set_queue_config(
+    x_queue_name text, x_param_name text, x_param_value text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_int integer;
+    v_interval interval;
+begin
+    if x_queue_name is null or x_param_name is null then
+        raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
+    end if;
+    select queue_id into v_queue_id from pgque.queue where queue_name = x_queue_name for update;
+    if not found then
+        raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
+    end if;
+
+    -- Each name maps to one column through this fixed list; the value is
+    -- cast, never spliced into SQL. NULL puts the column back to its default.
+    case x_param_name
+    when 'ticker_max_count' then
+        v_int := x_param_value::integer;
+        if v_int <= 0 then
+            raise exception 'set_queue_config: ticker_max_count must be > 0, got %', v_int
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_ticker_max_count = coalesce(v_int, 500)
+         where queue_id = v_queue_id;
+    when 'ticker_max_lag' then
+        v_interval := x_param_value::interval;
+        if v_interval < interval '0' then
+            raise exception 'set_queue_config: ticker_max_lag must be >= 0, got %', v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_ticker_max_lag = coalesce(v_interval, interval '3 seconds')
+         where queue_id = v_queue_id;
+    when 'ticker_idle_period' then
+        v_interval := x_param_value::interval;
+        if v_interval < interval '0' then
+            raise exception 'set_queue_config: ticker_idle_period must be >= 0, got %', v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_ticker_idle_period = coalesce(v_interval, interval '1 minute')
+         where queue_id = v_queue_id;
+    when 'rotation_period' then
+        v_interval := x_param_value::interval;
+        if v_interval < interval '0' then
+            raise exception 'set_queue_config: rotation_period must be >= 0, got %', v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_rotation_period = coalesce(v_interval, interval '2 hours')
+         where queue_id = v_queue_id;
+    when 'ticker_paused' then
+        update pgque.queue set queue_ticker_paused = coalesce(x_param_value::boolean, false)
+         where queue_id = v_queue_id;
+    when 'external_ticker' then
+        update pgque.queue set queue_external_ticker = coalesce(x_param_value::boolean, false)
+         where queue_id = v_queue_id;
+    when 'max_retries' then
+        v_int := x_param_value::integer;
+        if v_int < 0 then
+            raise exception 'set_queue_config: max_retries must be >= 0, got %', v_int
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
+    when 'event_ttl' then
+        v_interval := x_param_value::interval;
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: event_ttl must be > 0, got %', v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
+    else
+        -- The trailing "s" is PgQ's own wording, kept for callers matching it.
+        raise exception 'cannot change parameter "%s"', x_param_name
+            using detail = 'pgque:invalid_argument';
+    end case;
+    return 1;
+end
+$$;
+comment on function pgque.set_queue_config(text, text, text) is
+    'Sets one queue parameter (name without the queue_ prefix). NULL restores the default.';
+
+-- file: functions/insert_router.sql
+-- The insert router: static INSERT statements for every queue's event tables.
+--
+-- Which table an event goes to depends on the queue and its current table,
+-- so a single insert would need dynamic SQL, planned again on every call
+-- (the PgQ C extension caches one plan per queue instead). pgque generates
+-- _insert_routed(): a binary search over queue ids down to one static INSERT
+-- per event table, whose plans PL/pgSQL caches per session. create_queue
+-- and drop_queue regenerate it; a queue it does not know yet (a router built
+-- from an older snapshot) falls through to dynamic SQL, so it is only ever
+-- slower, never wrong.
+
+-- Internal: the generic fallback, also the router's body before any queue exists.
+create or replace function pgque._insert_routed(
+    i_queue_id integer, i_table integer, i_table_name text,
+    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
+    i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns void
+language plpgsql
+as $$
+begin
+    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+         || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
+      using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+end
+$$;
+
+-- Internal: the router code for the queues in i_queues (sorted by id).
+create or replace function pgque._insert_router_code(i_queues pgque.queue[])
+returns text
+language plpgsql immutable
+as $$
+declare
+    n integer := coalesce(pg_catalog.cardinality(i_queues), 0);
+    half integer;
+    q pgque.queue;
+    v_code text := '';
+    v_tables text;
+    i integer;
+begin
+    if n = 0 then
+        return '';
+    end if;
+    if n > 8 then
+        half := n / 2;
+        return pg_catalog.format(
+            E'if i_queue_id < %s then\n%s\nelse\n%s\nend if;\n',
+            i_queues[half + 1].queue_id,
+            pgque._insert_router_code(i_queues[1:half]),
+            pgque._insert_router_code(i_queues[half + 1:n]));
+    end if;
+    foreach q in array i_queues loop
+        v_tables := '';
+        for i in 0 .. q.queue_ntables - 1 loop
+            v_tables := v_tables || pg_catalog.format(
+                E'%s i_table = %s then\n    insert into %s (ev_id, ev_time, ev_owner, ev_retry,'
+                || ' ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+                || ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
+                || E' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);\n    return;\n',
+                case when i = 0 then 'if' else 'elsif' end, i,
+                pgque.quote_fqname(q.queue_data_pfx || '_' || i));
+        end loop;
+        v_code := v_code || pg_catalog.format(
+            E'%s i_queue_id = %s then\n%send if;\n',
+            case when v_code = '' then 'if' else 'elsif' end, q.queue_id, v_tables);
+    end loop;
+    return v_code || E'end if;\n';
+end
+$$;
+
+-- Internal: regenerates _insert_routed() for the queues that exist now.
+create or replace function pgque._rebuild_insert_router()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queues pgque.queue[];
+begin
+    -- One rebuild at a time (key 0 of the tick lock class: no queue has id
+    -- 0); the next statement then sees the queues the previous one saw.
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), 0);
+    select pg_catalog.array_agg(q order by q.queue_id) into v_queues from pgque.queue q;
+    execute pg_catalog.format($ddl$
+create or replace function pgque._insert_routed(
+    i_queue_id integer, i_table integer, i_table_name text,
+    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
+    i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns void
+language plpgsql
+as $router$
+begin
+%s
+    -- Not routed (a queue newer than this router): plan the insert now.
+    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+         || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
+      using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+end
+$router$
+$ddl$, pgque._insert_router_code(v_queues));
+end
+$$;
+
+-- file: functions/insert_event.sql
+-- Producing events: the PgQ primitives every send path goes through.
+
+-- Internal: the one insert path. Callers are SECURITY DEFINER functions.
+create or replace function pgque._insert_event(
+    i_queue_name text, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns bigint
+language plpgsql
+as $$
+declare
+    v_queue_id integer;
+    v_cur_table integer;
+    v_table text;
+    v_disabled boolean;
+    v_seq_id bigint;
+begin
+    -- Take the top-level txid before reading queue_cur_table: a writer that
+    -- lands in the old table after a rotation then always has a txid below
+    -- the rotation's step 2, which batch table selection relies on.
+    perform pg_catalog.pg_current_xact_id();
+
+    -- The sequence advances on every call, explicit ids included: the ticker
+    -- watches it to notice activity.
+    select q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+           q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
+      into v_queue_id, v_cur_table, v_table, v_disabled, v_seq_id
+      from pgque.queue q
+     where q.queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if v_disabled and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
+    end if;
+
+    perform pgque._insert_routed(
+        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, now()),
+        i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+        i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
+    return coalesce(i_ev_id, v_seq_id);
+end
+$$;
+
+create or replace function pgque.insert_event_raw(
+    queue_name text, ev_id bigint, ev_time timestamptz,
+    ev_owner integer, ev_retry integer, ev_type text, ev_data text,
+    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
+end
+$$;
+comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, integer, text, text, text, text, text, text) is
+    'Low-level insert of one event with every field given (NULL ev_id: a new id). Returns the event id.';
+
+create or replace function pgque.insert_event(
+    queue_name text, ev_type text, ev_data text,
+    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.insert_event(text, text, text, text, text, text, text) is
+    'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
+
+create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.insert_event(text, text, text) is
+    'Inserts an event with type and data into the queue. Returns the event id.';
+
+create or replace function pgque.current_event_table(x_queue_name text)
+returns text
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_table text;
+    v_disabled boolean;
+begin
+    select queue_data_pfx || '_' || queue_cur_table, queue_disable_insert
+      into v_table, v_disabled
+      from pgque.queue where queue_name = x_queue_name;
+    if not found then
+        raise exception 'Event queue not found' using detail = 'pgque:queue_not_found';
+    end if;
+    if v_disabled and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
+    end if;
+    return v_table;
+end
+$$;
+comment on function pgque.current_event_table(text) is
+    'The event table writers currently fill, for bulk loads with COPY; valid only in the current transaction.';
+
+-- file: functions/ticker.sql
+-- The ticker: records a queue's position in transaction history.
+--
+-- A tick stores the snapshot of the statement that inserts it. Consecutive
+-- ticks of a queue cut batches, so their snapshots must never go backwards:
+-- every tick of a queue is inserted by _tick(), which first takes the
+-- queue's tick lock and only then, in a later statement, reads the latest
+-- tick and inserts the new one. In READ COMMITTED that statement's snapshot
+-- is taken after the lock, so it sees the previous tick's commit. Racing
+-- callers from several sessions therefore queue up and never duplicate or
+-- reorder ticks.
+
+-- Internal: the advisory lock class of per-queue tick locks (key 2 = queue_id).
+create or replace function pgque._tick_lock_class()
+returns integer
+language sql immutable
+as $$ select 1885827446 $$;
+
+create or replace function pgque._require_read_committed(i_caller text)
+returns void
+language plpgsql stable
+as $$
+begin
+    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+        raise exception '%: must run in READ COMMITTED (transaction isolation is %)',
+            i_caller, pg_catalog.current_setting('transaction_isolation')
+            using detail = 'pgque:wrong_isolation',
+                  hint = 'A tick taken under an older snapshot could overlap the previous batch.';
+    end if;
+end
+$$;
+
+-- Internal: insert a tick for the queue when due, or unconditionally with
+-- i_always (a queue's first tick). Returns the new tick id or NULL.
+create or replace function pgque._tick(i_queue_id integer, i_always boolean)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last pgque.tick%rowtype;
+    v_prev_time timestamptz;
+    v_seq bigint;
+    v_new bigint;
+    v_lag interval;
+    v_tick_id bigint;
+begin
+    perform pgque._require_read_committed('pgque.ticker');
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), i_queue_id);
+
+    -- From here on every statement sees the ticks committed before the lock.
+    select * into q from pgque.queue where queue_id = i_queue_id;
+    select * into v_last from pgque.tick
+     where tick_queue = i_queue_id order by tick_id desc limit 1;
+
+    v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
+
+    if v_last.tick_id is not null then
+        if pg_catalog.pg_snapshot_xmin(v_last.tick_snapshot) > pg_catalog.pg_current_xact_id() then
+            raise exception 'Invalid PgQ state: queue % has a tick from the future (txid counter went backwards?)',
+                q.queue_name using detail = 'pgque:invalid_state';
+        end if;
+        if not i_always then
+            v_new := v_seq - v_last.tick_event_seq;
+            v_lag := now() - v_last.tick_time;
+            if v_new > 0 then
+                -- Events arrived: wait for enough of them or for max_lag.
+                if v_new < q.queue_ticker_max_count and v_lag < q.queue_ticker_max_lag then
+                    return null;
+                end if;
+            else
+                -- Idle: back off geometrically up to ticker_idle_period.
+                select tick_time into v_prev_time from pgque.tick
+                 where tick_queue = i_queue_id and tick_id < v_last.tick_id
+                 order by tick_id desc limit 1;
+                if found then
+                    if v_lag < q.queue_ticker_max_lag / 2 then
+                        return null;
+                    end if;
+                    if v_lag < 2 * (v_last.tick_time - v_prev_time)
+                       and v_lag < q.queue_ticker_idle_period then
+                        return null;
+                    end if;
+                end if;
+            end if;
+        end if;
+    end if;
+
+    insert into pgque.tick (tick_queue, tick_id, tick_event_seq)
+    values (i_queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), v_seq)
+    returning tick_id into v_tick_id;
+
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, v_tick_id::text);
+    return v_tick_id;
+end
+$$;
+
+create or replace function pgque.ticker(i_queue_name text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'no such queue' using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'This queue has external tick source.' using detail = 'pgque:external_ticker';
+    end if;
+    if q.queue_ticker_paused then
+        raise exception 'Ticker has been paused for this queue' using detail = 'pgque:ticker_paused';
+    end if;
+    return pgque._tick(q.queue_id, false);
+end
+$$;
+comment on function pgque.ticker(text) is
+    'Ticks the queue when due (enough new events, max_lag passed, or idle back-off elapsed). Returns the new tick id or NULL.';
+
+create or replace function pgque.ticker()
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_count bigint := 0;
+begin
+    -- Name order, so concurrent callers take the queues' tick locks in one order.
+    for v_queue_id in
+        select queue_id from pgque.queue
+         where not queue_ticker_paused and not queue_external_ticker
+         order by queue_name
+    loop
+        if pgque._tick(v_queue_id, false) is not null then
+            v_count := v_count + 1;
+        end if;
+    end loop;
+    return v_count;
+end
+$$;
+comment on function pgque.ticker() is
+    'Ticks every queue that is neither paused nor externally ticked. Returns how many got a tick.';
+
+create or replace function pgque.ticker(
+    i_queue_name text, i_tick_id bigint, i_orig_timestamp timestamptz, i_event_seq bigint)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last pgque.tick%rowtype;
+begin
+    perform pgque._require_read_committed('pgque.ticker');
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_ticker_paused then
+        raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
+            using detail = 'pgque:ticker_paused';
+    end if;
+    if not q.queue_external_ticker then
+        raise exception 'queue % is not configured for external ticker (queue_external_ticker = false); use pgque.ticker(queue) instead',
+            i_queue_name using detail = 'pgque:not_external_ticker';
+    end if;
+
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), q.queue_id);
+    select * into v_last from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if v_last.tick_id is not null then
+        if i_tick_id <= v_last.tick_id then
+            raise exception 'external ticker tick_id must be strictly greater than current max (% <= %)',
+                i_tick_id, v_last.tick_id using detail = 'pgque:invalid_argument';
+        end if;
+        if i_event_seq < v_last.tick_event_seq then
+            raise exception 'external ticker event_seq must be >= previous tick (% < %)',
+                i_event_seq, v_last.tick_event_seq using detail = 'pgque:invalid_argument';
+        end if;
+    end if;
+
+    insert into pgque.tick (tick_queue, tick_id, tick_time, tick_event_seq)
+    values (q.queue_id, i_tick_id, i_orig_timestamp, i_event_seq);
+    perform pgque.seq_setval(q.queue_tick_seq, i_tick_id);
+    perform pgque.seq_setval(q.queue_event_seq, i_event_seq);
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
+    return i_tick_id;
+end
+$$;
+comment on function pgque.ticker(text, bigint, timestamptz, bigint) is
+    'Inserts a tick copied from another source into an external-ticker queue. Returns the tick id.';
+
+create or replace function pgque.force_tick(i_queue_name text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last_tick bigint;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    select tick_id into v_last_tick from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    -- Paused and externally ticked queues are left alone, silently (PgQ).
+    if q.queue_ticker_paused or q.queue_external_ticker then
+        return v_last_tick;
+    end if;
+    -- No tick here: make the next ticker() call see "many new events".
+    perform pg_catalog.setval(q.queue_event_seq::regclass,
+        pg_catalog.nextval(q.queue_event_seq::regclass) + 2 * q.queue_ticker_max_count + 1000);
+    return v_last_tick;
+end
+$$;
+comment on function pgque.force_tick(text) is
+    'Makes the next ticker() call tick the queue at once. Returns the latest tick id; ticks nothing itself.';
+
+create or replace function pgque.force_next_tick(i_queue_name text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_ticker_paused then
+        raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
+            using detail = 'pgque:ticker_paused';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'queue % is configured for external ticker; force_tick is meaningless — push ticks via pgque.ticker(queue, tick_id, ts, event_seq)',
+            i_queue_name using detail = 'pgque:external_ticker';
+    end if;
+    return pgque.force_tick(i_queue_name);
+end
+$$;
+comment on function pgque.force_next_tick(text) is
+    'Like force_tick, but raises for paused and externally ticked queues.';
+
+-- file: functions/consumer.sql
+-- Registering and unregistering consumers.
+
+create or replace function pgque.register_consumer_at(
+    x_queue_name text, x_consumer_name text, x_tick_pos bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_co_id integer;
+    v_tick_id bigint;
+begin
+    select queue_id into v_queue_id from pgque.queue where queue_name = x_queue_name;
+    if not found then
+        raise exception 'Event queue not created yet' using detail = 'pgque:queue_not_found';
+    end if;
+    if coalesce(x_consumer_name, '') = '' then
+        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+
+    -- The consumer row is locked, so an unregister elsewhere cannot delete it
+    -- under us and two registrations of one name run one after the other.
+    insert into pgque.consumer (co_name) values (x_consumer_name) on conflict (co_name) do nothing;
+    select co_id into v_co_id from pgque.consumer where co_name = x_consumer_name for update;
+
+    if x_tick_pos is not null then
+        perform 1 from pgque.tick where tick_queue = v_queue_id and tick_id = x_tick_pos;
+        if not found then
+            raise exception 'cannot reposition, tick not found: %', x_tick_pos
+                using detail = 'pgque:tick_not_found';
+        end if;
+    end if;
+
+    perform 1 from pgque.subscription
+     where sub_queue = v_queue_id and sub_consumer = v_co_id for update;
+    if found then
+        if x_tick_pos is not null then
+            -- Repositioning drops the open batch, if any.
+            update pgque.subscription
+               set sub_last_tick = x_tick_pos, sub_batch = null, sub_next_tick = null,
+                   sub_active = now()
+             where sub_queue = v_queue_id and sub_consumer = v_co_id;
+        end if;
+        return 0;
+    end if;
+
+    if x_tick_pos is null then
+        select tick_id into v_tick_id from pgque.tick
+         where tick_queue = v_queue_id order by tick_id desc limit 1;
+        if not found then
+            raise exception 'No ticks for this queue.  Please run ticker on database.'
+                using detail = 'pgque:no_ticks';
+        end if;
+    else
+        v_tick_id := x_tick_pos;
+    end if;
+
+    insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
+    values (v_queue_id, v_co_id, v_tick_id);
+    return 1;
+end
+$$;
+comment on function pgque.register_consumer_at(text, text, bigint) is
+    'Subscribes a consumer at the given tick, or moves an existing one there (dropping its open batch). Returns 1 when new, else 0.';
+
+create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.register_consumer_at(x_queue_name, x_consumer_id, null);
+end
+$$;
+comment on function pgque.register_consumer(text, text) is
+    'Subscribes a consumer (the second argument is its name) at the latest tick. Returns 1 when new, 0 when already subscribed.';
+
+create or replace function pgque.unregister_consumer(x_queue_name text, x_consumer_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_sub record;
+begin
+    select s.sub_id, s.sub_queue, s.sub_consumer into v_sub
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where q.queue_name = x_queue_name and c.co_name = x_consumer_name
+       for update of s, c;
+    if not found then
+        return 0;
+    end if;
+
+    -- Pending retries belong to this registration only.
+    delete from pgque.retry_queue where ev_owner = v_sub.sub_id and ev_queue = v_sub.sub_queue;
+    delete from pgque.subscription
+     where sub_queue = v_sub.sub_queue and sub_consumer = v_sub.sub_consumer;
+    delete from pgque.consumer c
+     where c.co_id = v_sub.sub_consumer
+       and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
+    return 1;
+end
+$$;
+comment on function pgque.unregister_consumer(text, text) is
+    'Removes a subscription and its pending retries. Returns 1, or 0 when it did not exist.';
+
+-- file: functions/batch.sql
+-- Batches: opening, reading and finishing them.
+--
+-- A batch is the set of events whose producing transaction is visible in the
+-- end tick's snapshot and not in the start tick's. The subscription row holds
+-- the open batch (sub_batch, sub_next_tick); there is no batch table.
+
+create or replace function pgque.find_tick_helper(
+    i_queue_id int4, i_prev_tick_id int8, i_prev_tick_time timestamptz,
+    i_prev_tick_seq int8, i_min_count int8, i_min_interval interval,
+    out next_tick_id int8, out next_tick_time timestamptz, out next_tick_seq int8)
+as $$
+declare
+    v_ok boolean := false;
+    v_too_far boolean := false;
+begin
+    -- Start from the newest tick after the position.
+    select tick_id, tick_time, tick_event_seq
+      into next_tick_id, next_tick_time, next_tick_seq
+      from pgque.tick
+     where tick_queue = i_queue_id and tick_id > i_prev_tick_id
+     order by tick_id desc limit 1;
+    if not found then
+        return;
+    end if;
+
+    if i_min_count is not null then
+        v_ok := v_ok or next_tick_seq - i_prev_tick_seq >= i_min_count;
+        v_too_far := v_too_far or next_tick_seq - i_prev_tick_seq > 2 * i_min_count;
+    end if;
+    if i_min_interval is not null then
+        v_ok := v_ok or next_tick_time - i_prev_tick_time >= i_min_interval;
+        v_too_far := v_too_far or next_tick_time - i_prev_tick_time > 2 * i_min_interval;
+    end if;
+
+    -- The newest tick overshoots a threshold by more than 2x: take the first
+    -- tick that reaches one instead, so batches stay near the asked size.
+    if v_too_far then
+        select tick_id, tick_time, tick_event_seq
+          into next_tick_id, next_tick_time, next_tick_seq
+          from pgque.tick
+         where tick_queue = i_queue_id and tick_id > i_prev_tick_id
+           and ((i_min_count is not null and tick_event_seq - i_prev_tick_seq >= i_min_count)
+             or (i_min_interval is not null and tick_time - i_prev_tick_time >= i_min_interval))
+         order by tick_id limit 1;
+    end if;
+
+    if not v_ok then
+        next_tick_id := null;
+        next_tick_time := null;
+        next_tick_seq := null;
+    end if;
+end
+$$ language plpgsql stable
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.find_tick_helper(int4, int8, timestamptz, int8, int8, interval) is
+    'Finds the end tick of a batch from the given position under min_count / min_interval.';
+
+create or replace function pgque.next_batch_custom(
+    i_queue_name text, i_consumer_name text,
+    i_min_lag interval, i_min_count int4, i_min_interval interval,
+    out batch_id bigint,
+    out cur_tick_id bigint, out prev_tick_id bigint,
+    out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+    out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+as $$
+declare
+    s record;
+    v_next record;
+begin
+    -- The row lock makes a concurrent caller wait and then get the same batch.
+    select sub.sub_queue, sub.sub_consumer, sub.sub_batch, sub.sub_last_tick, sub.sub_next_tick,
+           t.tick_id as last_tick_id, t.tick_time as last_tick_time,
+           t.tick_event_seq as last_tick_seq
+      into s
+      from pgque.queue q
+      join pgque.subscription sub on sub.sub_queue = q.queue_id
+      join pgque.consumer c on c.co_id = sub.sub_consumer
+      left join pgque.tick t on t.tick_queue = sub.sub_queue and t.tick_id = sub.sub_last_tick
+     where q.queue_name = i_queue_name and c.co_name = i_consumer_name
+       for no key update of sub;
+    if not found then
+        raise exception 'Not subscriber to queue: %/%',
+            coalesce(i_queue_name, 'NULL'), coalesce(i_consumer_name, 'NULL')
+            using detail = 'pgque:consumer_not_found';
+    end if;
+    if s.last_tick_id is null then
+        raise exception 'pgque corruption: consumer % on queue % points at missing tick %',
+            i_consumer_name, i_queue_name, s.sub_last_tick using detail = 'pgque:corruption';
+    end if;
+
+    prev_tick_id := s.last_tick_id;
+    prev_tick_time := s.last_tick_time;
+    prev_tick_event_seq := s.last_tick_seq;
+
+    -- An open batch is returned again unchanged, whatever the arguments.
+    if s.sub_batch is not null then
+        select tick_id, tick_time, tick_event_seq into v_next
+          from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_next_tick;
+        if not found then
+            raise exception 'pgque corruption: batch % of consumer % on queue % ends at missing tick %',
+                s.sub_batch, i_consumer_name, i_queue_name, s.sub_next_tick
+                using detail = 'pgque:corruption';
+        end if;
+        batch_id := s.sub_batch;
+        cur_tick_id := v_next.tick_id;
+        cur_tick_time := v_next.tick_time;
+        cur_tick_event_seq := v_next.tick_event_seq;
+        return;
+    end if;
+
+    if i_min_count is null and i_min_interval is null then
+        select tick_id, tick_time, tick_event_seq into v_next
+          from pgque.tick
+         where tick_queue = s.sub_queue and tick_id > s.last_tick_id
+         order by tick_id limit 1;
+    else
+        select h.next_tick_id as tick_id, h.next_tick_time as tick_time,
+               h.next_tick_seq as tick_event_seq
+          into v_next
+          from pgque.find_tick_helper(s.sub_queue, s.last_tick_id, s.last_tick_time,
+                                      s.last_tick_seq, i_min_count, i_min_interval) h;
+    end if;
+
+    if v_next.tick_id is null
+       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+        prev_tick_id := null;
+        prev_tick_time := null;
+        prev_tick_event_seq := null;
+        return;
+    end if;
+
+    batch_id := pg_catalog.nextval('pgque.batch_id_seq');
+    cur_tick_id := v_next.tick_id;
+    cur_tick_time := v_next.tick_time;
+    cur_tick_event_seq := v_next.tick_event_seq;
+    update pgque.subscription
+       set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = now()
+     where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
+end
+$$ language plpgsql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
+    'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
+
+create or replace function pgque.next_batch_info(
+    i_queue_name text, i_consumer_name text,
+    out batch_id bigint,
+    out cur_tick_id bigint, out prev_tick_id bigint,
+    out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+    out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+as $$
+begin
+    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
+                  cur_tick_event_seq, prev_tick_event_seq
+      from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
+end
+$$ language plpgsql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch_info(text, text) is
+    'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
+
+create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
+returns bigint
+as $$
+begin
+    return (pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
+end
+$$ language plpgsql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch(text, text) is
+    'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
+
+-- Internal: which event tables can hold events of a batch from snapshot
+-- i_s1 to i_s2, given the queue's rotation state. At most two: the rotation
+-- rule guarantees no batch reaches the table before the previous one.
+create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
+returns text[]
+language plpgsql stable
+as $$
+declare
+    v_cur text := q.queue_data_pfx || '_' || q.queue_cur_table;
+    v_prev text := q.queue_data_pfx || '_'
+                   || ((q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables);
+begin
+    if pg_catalog.pg_snapshot_xmax(i_s2) < q.queue_switch_step1 then
+        -- Cut entirely before the last rotation.
+        return array[v_prev];
+    elsif q.queue_switch_step2 is not null
+          and pg_catalog.pg_snapshot_xmin(i_s1) > q.queue_switch_step2 then
+        -- Started after every writer could see the rotation.
+        return array[v_cur];
+    end if;
+    return array[v_cur, v_prev];
+end
+$$;
+
+create or replace function pgque.batch_event_tables(x_batch_id bigint)
+returns setof text
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    b record;
+begin
+    select q as queue, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = x_batch_id;
+    if not found then
+        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
+    end if;
+    return query select pgque.quote_fqname(t)
+                   from pg_catalog.unnest(pgque._batch_tables(b.queue, b.s1, b.s2)) t;
+end
+$$;
+comment on function pgque.batch_event_tables(bigint) is
+    'The event tables the batch''s events can be in.';
+
+create or replace function pgque.batch_event_sql(x_batch_id bigint)
+returns text
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    b record;
+    v_lower bigint;
+    v_xid bigint;
+    v_in_list bigint[] := '{}';
+    v_filter text;
+    v_parts text[] := '{}';
+    v_table text;
+    v_columns constant text :=
+        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+begin
+    select q as queue, s.sub_id, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = x_batch_id;
+    if not found then
+        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
+    end if;
+
+    -- Membership: visible in s2, not visible in s1. Such txids are either
+    -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
+    -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
+    -- exactly. Txids of (b) close below the range's lower bound are folded
+    -- into the range (which re-checks visibility), keeping the list short.
+    v_lower := pg_catalog.pg_snapshot_xmax(b.s1)::text::bigint;
+    for v_xid in
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s1) x
+        except
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s2) x
+        order by 1 desc
+    loop
+        if v_xid >= v_lower - 100 then
+            v_lower := v_xid;
+        else
+            v_in_list := v_in_list || v_xid;
+        end if;
+    end loop;
+
+    foreach v_table in array pgque._batch_tables(b.queue, b.s1, b.s2) loop
+        v_filter := format(' and (ev_owner is null or ev_owner = %s)', b.sub_id);
+        v_parts := v_parts || format(
+            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
+            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
+            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
+            v_columns, pgque.quote_fqname(v_table), v_lower,
+            pg_catalog.pg_snapshot_xmax(b.s2), b.s2, b.s1, v_filter);
+        if pg_catalog.cardinality(v_in_list) > 0 then
+            v_parts := v_parts || format(
+                'select %s from %s where ev_txid = any (%L::xid8[])%s',
+                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
+        end if;
+    end loop;
+
+    return pg_catalog.array_to_string(v_parts, ' union all ') || ' order by 1';
+end
+$$;
+comment on function pgque.batch_event_sql(bigint) is
+    'The SQL that reads the batch''s events.';
+
+create or replace function pgque.get_batch_events(
+    x_batch_id bigint,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text,
+    out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
+returns setof record
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return query execute pgque.batch_event_sql(x_batch_id);
+end
+$$;
+comment on function pgque.get_batch_events(bigint) is
+    'All events of the open batch, ordered by ev_id.';
+
+create or replace function pgque.finish_batch(x_batch_id bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    update pgque.subscription
+       set sub_active = now(), sub_last_tick = sub_next_tick,
+           sub_next_tick = null, sub_batch = null
+     where sub_batch = x_batch_id;
+    if not found then
+        -- Finishing twice is not an error.
+        raise warning 'finish_batch: batch % not found', x_batch_id;
+        return 0;
+    end if;
+    return 1;
+end
+$$;
+comment on function pgque.finish_batch(bigint) is
+    'Closes the batch and moves the consumer to its end tick. Returns 1, or 0 with a WARNING when the batch is not open.';
+
+create or replace function pgque.get_batch_info(
+    x_batch_id bigint,
+    out queue_name text, out consumer_name text,
+    out batch_start timestamptz, out batch_end timestamptz,
+    out prev_tick_id bigint, out tick_id bigint, out lag interval,
+    out seq_start bigint, out seq_end bigint)
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_name, c.co_name, t1.tick_time, t2.tick_time,
+           t1.tick_id, t2.tick_id, now() - t2.tick_time,
+           t1.tick_event_seq, t2.tick_event_seq
+      from (select 1) one
+      left join pgque.subscription s on s.sub_batch = x_batch_id
+      left join pgque.queue q on q.queue_id = s.sub_queue
+      left join pgque.consumer c on c.co_id = s.sub_consumer
+      left join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      left join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+$$;
+comment on function pgque.get_batch_info(bigint) is
+    'Queue, consumer, ticks, times and lag of a batch; all NULL for an unknown batch.';
+
+-- file: functions/retry.sql
+-- Retries: an event a consumer could not process goes to retry_queue and
+-- comes back later for that consumer only (ev_owner = its sub_id), with the
+-- same ev_id and ev_retry + 1.
+
+-- Internal: the events of an open batch with the given ids (all when NULL),
+-- read through the batch query so only events of the batch qualify.
+create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_ids bigint[])
+returns setof pgque.event_template
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return query execute
+        'select b.ev_id, b.ev_time, b.ev_txid::text::xid8, null::integer, b.ev_retry,'
+        || ' b.ev_type, b.ev_data, b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
+        || ' from (' || pgque.batch_event_sql(i_batch_id) || ') b'
+        || ' where $1 is null or b.ev_id = any ($1)'
+        using i_event_ids;
+end
+$$;
+
+-- Internal: copies events of an open batch into retry_queue for the batch's
+-- consumer. Events already queued for that consumer are left alone.
+create or replace function pgque._retry_batch_events(
+    i_batch_id bigint, i_event_ids bigint[], i_retry_time timestamptz)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_count integer;
+begin
+    insert into pgque.retry_queue
+        (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,
+         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    select i_retry_time, s.sub_queue, e.ev_id, e.ev_time, null, s.sub_id,
+           coalesce(e.ev_retry, 0) + 1, e.ev_type, e.ev_data,
+           e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
+      from pgque._batch_events_by_id(i_batch_id, i_event_ids) e
+      join pgque.subscription s on s.sub_batch = i_batch_id
+    on conflict (ev_owner, ev_id) do nothing;
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+create or replace function pgque.event_retry(
+    x_batch_id bigint, x_event_id bigint, x_retry_time timestamptz)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform 1 from pgque.subscription where sub_batch = x_batch_id;
+    if found then
+        if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
+            return 1;
+        end if;
+        -- Nothing inserted: either queued already, or not in this batch.
+        perform 1 from pgque._batch_events_by_id(x_batch_id, array[x_event_id]);
+        if found then
+            return 0;
+        end if;
+    end if;
+    raise exception 'event not found' using detail = 'pgque:event_not_found';
+end
+$$;
+comment on function pgque.event_retry(bigint, bigint, timestamptz) is
+    'Queues an event of the open batch for retry at the given time, for this consumer only. Returns 1, or 0 when already queued.';
+
+create or replace function pgque.event_retry(
+    x_batch_id bigint, x_event_id bigint, x_retry_seconds integer)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.event_retry(x_batch_id, x_event_id,
+                             current_timestamp + x_retry_seconds * interval '1 second');
+end
+$$;
+comment on function pgque.event_retry(bigint, bigint, integer) is
+    'Queues an event of the open batch for retry after the given seconds. Returns 1, or 0 when already queued.';
+
+create or replace function pgque.batch_retry(i_batch_id bigint, i_retry_seconds integer)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform 1 from pgque.subscription where sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch_retry: batch % not found', i_batch_id
+            using detail = 'pgque:batch_not_found';
+    end if;
+    return pgque._retry_batch_events(i_batch_id, null,
+                                     current_timestamp + i_retry_seconds * interval '1 second');
+end
+$$;
+comment on function pgque.batch_retry(bigint, integer) is
+    'Queues every event of the open batch for retry after the given seconds. Returns how many were queued.';
+
+create or replace function pgque.event_retry_raw(
+    x_queue text, x_consumer text, x_retry_after timestamptz,
+    x_ev_id bigint, x_ev_time timestamptz, x_ev_retry integer,
+    x_ev_type text, x_ev_data text,
+    x_ev_extra1 text, x_ev_extra2 text, x_ev_extra3 text, x_ev_extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_sub record;
+    v_ev_id bigint;
+begin
+    select s.sub_id, s.sub_queue, q.queue_event_seq into v_sub
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where q.queue_name = x_queue and c.co_name = x_consumer;
+    if not found then
+        raise exception 'Not subscriber to queue: %/%',
+            coalesce(x_queue, 'NULL'), coalesce(x_consumer, 'NULL')
+            using detail = 'pgque:consumer_not_found';
+    end if;
+    v_ev_id := coalesce(x_ev_id, pg_catalog.nextval(v_sub.queue_event_seq::regclass));
+    insert into pgque.retry_queue
+        (ev_retry_after, ev_queue, ev_id, ev_time, ev_owner, ev_retry,
+         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (x_retry_after, v_sub.sub_queue, v_ev_id, x_ev_time, v_sub.sub_id, x_ev_retry,
+            x_ev_type, x_ev_data, x_ev_extra1, x_ev_extra2, x_ev_extra3, x_ev_extra4);
+    return v_ev_id;
+end
+$$;
+comment on function pgque.event_retry_raw(text, text, timestamptz, bigint, timestamptz, integer, text, text, text, text, text, text) is
+    'Queues an arbitrary event for retry for one consumer (NULL ev_id: a new id). Returns the event id.';
+
+-- Internal: moves due retry events back into their queues' current tables,
+-- oldest due first, at most i_limit (all when NULL), set-based per queue.
+create or replace function pgque._move_retry_events(i_limit integer)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_moved integer;
+    v_total integer := 0;
+begin
+    -- One mover at a time; producers and event_retry are not blocked.
+    lock table pgque.retry_queue in share update exclusive mode;
+    -- The txid first, then the current table (see insert_event_raw).
+    perform pg_catalog.pg_current_xact_id();
+
+    for q in
+        select qu.queue_id, qu.queue_event_seq,
+               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table,
+               pg_catalog.array_agg(r.ctid) as rows
+          from (select ctid, ev_queue from pgque.retry_queue
+                 where ev_retry_after <= current_timestamp
+                 order by ev_retry_after
+                 limit i_limit) r
+          join pgque.queue qu on qu.queue_id = r.ev_queue
+         group by qu.queue_id
+         order by qu.queue_id
+    loop
+        execute 'with moved as (delete from pgque.retry_queue where ctid = any ($1) returning *)'
+             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+             || '  ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+             || ' select ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+             || '  ev_extra1, ev_extra2, ev_extra3, ev_extra4 from moved order by ev_id'
+          using q.rows;
+        get diagnostics v_moved = row_count;
+        -- Advance the event sequence as one insert per event would, so the
+        -- ticker notices the activity.
+        perform pg_catalog.nextval(q.queue_event_seq::regclass)
+           from pg_catalog.generate_series(1, v_moved);
+        v_total := v_total + v_moved;
+    end loop;
+    return v_total;
+end
+$$;
+
+create or replace function pgque.maint_retry_events()
+returns integer
+language sql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select pgque._move_retry_events(10) $$;
+comment on function pgque.maint_retry_events() is
+    'Moves at most 10 due retry events back into their queues; call again until it returns 0.';
+
+-- file: functions/maint.sql
+-- Maintenance: table rotation, retry moves and the maint() round.
+--
+-- Rotation recycles a queue's oldest event table with TRUNCATE, so events
+-- are never deleted one by one. It runs in two steps in two transactions:
+-- step 1 switches writers to the next (emptied) table and records its txid
+-- in queue_switch_step1; step 2, in a later transaction, records a txid
+-- assigned after step 1 committed in queue_switch_step2. Batches that end
+-- before step 1 read only the previous table, batches that start after
+-- step 2 only the current one, the rest both.
+
+create or replace function pgque.maint_rotate_tables_step1(i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_oldest_xmin xid8;
+    v_oldest_tick bigint;
+    v_next_table text;
+begin
+    select * into q from pgque.queue
+     where queue_name = i_queue_name
+       and queue_rotation_period is not null
+       and queue_switch_step2 is not null
+       and queue_switch_time + queue_rotation_period < current_timestamp
+       for update;
+    if not found then
+        return 0;
+    end if;
+    if pg_catalog.pg_current_xact_id() < q.queue_switch_step1 then
+        raise exception 'Invalid PgQ state: queue % was rotated by a future txid (txid counter went backwards?)',
+            i_queue_name using detail = 'pgque:invalid_state';
+    end if;
+
+    -- The table about to be emptied was last written before the previous
+    -- step 2: rotate only when every consumer's position is past it.
+    select sub_last_tick into v_oldest_tick from pgque.subscription
+     where sub_queue = q.queue_id order by sub_last_tick limit 1;
+    if found then
+        select pg_catalog.pg_snapshot_xmin(tick_snapshot) into v_oldest_xmin
+          from pgque.tick where tick_queue = q.queue_id and tick_id = v_oldest_tick;
+        if not found then
+            raise exception 'pgque corruption: queue % has a consumer at missing tick %',
+                i_queue_name, v_oldest_tick using detail = 'pgque:corruption';
+        end if;
+        if v_oldest_xmin <= q.queue_switch_step2 then
+            return 0;
+        end if;
+    end if;
+
+    v_next_table := pgque.quote_fqname(
+        q.queue_data_pfx || '_' || ((q.queue_cur_table + 1) % q.queue_ntables));
+    begin
+        execute 'lock table ' || v_next_table || ' in access exclusive mode nowait';
+    exception when lock_not_available then
+        -- Someone (pg_dump, a long reader) holds the table: try next round.
+        return 0;
+    end;
+    execute 'truncate ' || v_next_table;
+
+    update pgque.queue
+       set queue_cur_table = (queue_cur_table + 1) % queue_ntables,
+           queue_switch_time = current_timestamp,
+           queue_switch_step1 = pg_catalog.pg_current_xact_id(),
+           queue_switch_step2 = null
+     where queue_id = q.queue_id;
+
+    -- Ticks below the previous step 2 can no longer start a batch.
+    delete from pgque.tick
+     where tick_queue = q.queue_id
+       and pg_catalog.pg_snapshot_xmin(tick_snapshot) < q.queue_switch_step2;
+    return 0;
+end
+$$;
+comment on function pgque.maint_rotate_tables_step1(text) is
+    'Rotates the queue''s event tables when due and no consumer needs the oldest one. Returns 0.';
+
+create or replace function pgque.maint_rotate_tables_step2()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    -- Only rotations committed by an earlier transaction: step 2 in the
+    -- same transaction as step 1 would lose events of racing writers.
+    update pgque.queue
+       set queue_switch_step2 = pg_catalog.pg_current_xact_id()
+     where queue_switch_step2 is null
+       and queue_switch_step1 < pg_catalog.pg_current_xact_id();
+    return 0;
+end
+$$;
+comment on function pgque.maint_rotate_tables_step2() is
+    'Completes rotations whose step 1 committed in an earlier transaction. Returns 0.';
+
+create or replace function pgque.maint_tables_to_vacuum()
+returns setof text
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    -- The bookkeeping tables churn with every batch and tick; they are listed
+    -- even with autovacuum on, whose naptime is too slow for them.
+    select t from pg_catalog.unnest(array[
+        'pgque.subscription', 'pgque.consumer', 'pgque.queue',
+        'pgque.tick', 'pgque.retry_queue', 'pgque.delayed_events', 'pgque.dead_letter']) t
+     where pg_catalog.to_regclass(t) is not null
+$$;
+comment on function pgque.maint_tables_to_vacuum() is
+    'The hot bookkeeping tables to VACUUM regularly (in separate statements: VACUUM cannot run in a function).';
+
+create or replace function pgque.maint_operations(out func_name text, out func_arg text)
+returns setof record
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_rotation_due boolean := false;
+    v_func text;
+begin
+    for q in
+        select queue_name from pgque.queue
+         where queue_rotation_period is not null
+           and queue_switch_step2 is not null
+           and queue_switch_time + queue_rotation_period < current_timestamp
+         order by queue_name
+    loop
+        func_name := 'pgque.maint_rotate_tables_step1';
+        func_arg := q.queue_name;
+        v_rotation_due := true;
+        return next;
+    end loop;
+
+    if v_rotation_due or exists (select 1 from pgque.queue where queue_switch_step2 is null) then
+        func_name := 'pgque.maint_rotate_tables_step2';
+        func_arg := null;
+        return next;
+    end if;
+
+    for q in
+        select queue_name, queue_extra_maint from pgque.queue
+         where queue_extra_maint is not null
+         order by queue_name
+    loop
+        foreach v_func in array q.queue_extra_maint loop
+            func_name := v_func;
+            func_arg := q.queue_name;
+            return next;
+        end loop;
+    end loop;
+
+    for v_func in select t from pgque.maint_tables_to_vacuum() t loop
+        func_name := 'vacuum';
+        func_arg := v_func;
+        return next;
+    end loop;
+end
+$$;
+comment on function pgque.maint_operations() is
+    'What a maintenance daemon should run, each call in its own transaction: (func_name, func_arg) rows.';
+
+-- Internal: runs one queue_extra_maint function, when it is safe to.
+create or replace function pgque._run_extra_maint(i_function text, i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_proc regprocedure;
+    v_owner name;
+    v_maint_owner name;
+    v_result integer;
+begin
+    begin
+        v_proc := (i_function || '(text)')::regprocedure;
+    exception when others then
+        raise warning 'pgque.maint: skipping % — invalid regprocedure: %', i_function, sqlerrm;
+        return 0;
+    end;
+    select pg_catalog.pg_get_userbyid(proowner) into v_owner
+      from pg_catalog.pg_proc where oid = v_proc;
+    select pg_catalog.pg_get_userbyid(proowner) into v_maint_owner
+      from pg_catalog.pg_proc where oid = 'pgque.maint()'::regprocedure;
+    if v_owner <> v_maint_owner then
+        raise warning 'pgque.maint: skipping % — owner % is not maint() owner %',
+            i_function, v_owner, v_maint_owner;
+        return 0;
+    end if;
+    execute format('select %s($1)', v_proc::regproc) into v_result using i_queue_name;
+    return coalesce(v_result, 0);
+end
+$$;
+
+create or replace function pgque.maint()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_func text;
+    v_total integer := 0;
+begin
+    -- 1. Complete rotations begun by an earlier maint() (or step 1 call).
+    v_total := v_total + pgque.maint_rotate_tables_step2();
+    -- 2. Every due retry, set-based, no cap; then due delayed messages.
+    v_total := v_total + pgque._move_retry_events(null);
+    v_total := v_total + pgque.maint_deliver_delayed();
+    -- 3. Rotation step 1 where due; step 2 follows in the next round.
+    for q in
+        select queue_name from pgque.queue
+         where queue_rotation_period is not null
+           and queue_switch_step2 is not null
+           and queue_switch_time + queue_rotation_period < current_timestamp
+         order by queue_name
+    loop
+        v_total := v_total + pgque.maint_rotate_tables_step1(q.queue_name);
+    end loop;
+    -- 4. Per-queue extra maintenance functions.
+    for q in
+        select queue_name, queue_extra_maint from pgque.queue
+         where queue_extra_maint is not null
+         order by queue_name
+    loop
+        foreach v_func in array q.queue_extra_maint loop
+            v_total := v_total + pgque._run_extra_maint(v_func, q.queue_name);
+        end loop;
+    end loop;
+    return v_total;
+end
+$$;
+comment on function pgque.maint() is
+    'One maintenance round: completes earlier rotations, moves due retries and delayed messages, starts due rotations, runs extra maintenance. Returns the sum of their results.';
+
+-- file: functions/info.sql
+-- Information functions: queue and consumer figures for monitoring.
+-- Event counts come from sequences, which also count rolled-back and retried
+-- inserts, so they are estimates.
+
+create or replace function pgque.get_queue_info(
+    i_queue_name text,
+    out queue_name text, out queue_ntables integer, out queue_cur_table integer,
+    out queue_rotation_period interval, out queue_switch_time timestamptz,
+    out queue_external_ticker boolean, out queue_ticker_paused boolean,
+    out queue_ticker_max_count integer, out queue_ticker_max_lag interval,
+    out queue_ticker_idle_period interval, out ticker_lag interval,
+    out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
+returns setof record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_name, q.queue_ntables, q.queue_cur_table,
+           q.queue_rotation_period, q.queue_switch_time,
+           q.queue_external_ticker, q.queue_ticker_paused,
+           q.queue_ticker_max_count, q.queue_ticker_max_lag,
+           q.queue_ticker_idle_period,
+           now() - last.tick_time,
+           case when last.tick_time > old.tick_time then
+               (last.tick_event_seq - old.tick_event_seq)::float8
+               / extract(epoch from last.tick_time - old.tick_time)::float8
+           end,
+           pgque.seq_getval(q.queue_event_seq) - last.tick_event_seq,
+           last.tick_id
+      from pgque.queue q
+      left join lateral (
+          select t.tick_id, t.tick_time, t.tick_event_seq from pgque.tick t
+           where t.tick_queue = q.queue_id order by t.tick_id desc limit 1) last on true
+      left join lateral (
+          -- The oldest of the last 20 ticks, for the rate.
+          select w.tick_time, w.tick_event_seq from (
+              select t.tick_id, t.tick_time, t.tick_event_seq from pgque.tick t
+               where t.tick_queue = q.queue_id order by t.tick_id desc limit 20) w
+           order by w.tick_id limit 1) old on true
+     where i_queue_name is null or q.queue_name = i_queue_name
+     order by q.queue_name
+$$;
+comment on function pgque.get_queue_info(text) is
+    'Configuration, ticker lag, event rate, unticked events and last tick of one queue (NULL: all).';
+
+create or replace function pgque.get_queue_info(
+    out queue_name text, out queue_ntables integer, out queue_cur_table integer,
+    out queue_rotation_period interval, out queue_switch_time timestamptz,
+    out queue_external_ticker boolean, out queue_ticker_paused boolean,
+    out queue_ticker_max_count integer, out queue_ticker_max_lag interval,
+    out queue_ticker_idle_period interval, out ticker_lag interval,
+    out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
+returns setof record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select * from pgque.get_queue_info(null::text) $$;
+comment on function pgque.get_queue_info() is
+    'get_queue_info for every queue.';
+
+create or replace function pgque.get_consumer_info(
+    i_queue_name text, i_consumer_name text,
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint,
+    out pending_events bigint)
+returns setof record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_name, c.co_name,
+           now() - t.tick_time,
+           now() - s.sub_active,
+           s.sub_last_tick, s.sub_batch, s.sub_next_tick,
+           last.tick_event_seq - t.tick_event_seq
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+      left join lateral (
+          select lt.tick_event_seq from pgque.tick lt
+           where lt.tick_queue = s.sub_queue order by lt.tick_id desc limit 1) last on true
+     where (i_queue_name is null or q.queue_name = i_queue_name)
+       and (i_consumer_name is null or c.co_name = i_consumer_name)
+     order by q.queue_name, c.co_name
+$$;
+comment on function pgque.get_consumer_info(text, text) is
+    'Position, lag, last activity, open batch and pending events of consumers (NULL matches all).';
+
+create or replace function pgque.get_consumer_info(
+    i_queue_name text,
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint,
+    out pending_events bigint)
+returns setof record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select * from pgque.get_consumer_info(i_queue_name, null) $$;
+comment on function pgque.get_consumer_info(text) is
+    'get_consumer_info for every consumer of one queue.';
+
+create or replace function pgque.get_consumer_info(
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint,
+    out pending_events bigint)
+returns setof record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select * from pgque.get_consumer_info(null, null) $$;
+comment on function pgque.get_consumer_info() is
+    'get_consumer_info for every consumer of every queue.';
+
+create or replace function pgque.get_batch_cursor(
+    i_batch_id bigint, i_cursor_name text, i_quick_limit int4, i_extra_where text,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text,
+    out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
+returns setof record
+language plpgsql
+-- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
+security invoker
+as $$
+declare
+    v_sql text;
+begin
+    v_sql := pgque.batch_event_sql(i_batch_id);
+    if i_extra_where is not null then
+        v_sql := 'select * from (' || v_sql || ') b where ' || i_extra_where || ' order by 1';
+    end if;
+    execute format('declare %I no scroll cursor for %s', i_cursor_name, v_sql);
+    return query execute format('fetch %s from %I', i_quick_limit, i_cursor_name);
+end
+$$;
+comment on function pgque.get_batch_cursor(bigint, text, int4, text) is
+    'Opens a cursor over the batch''s events (optionally filtered by trusted SQL) and returns the first i_quick_limit rows; FETCH the rest.';
+
+create or replace function pgque.get_batch_cursor(
+    i_batch_id bigint, i_cursor_name text, i_quick_limit int4,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text,
+    out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
+returns setof record
+language sql strict
+security invoker
+as $$ select * from pgque.get_batch_cursor(i_batch_id, i_cursor_name, i_quick_limit, null) $$;
+comment on function pgque.get_batch_cursor(bigint, text, int4) is
+    'Opens a cursor over the batch''s events and returns the first i_quick_limit rows; FETCH the rest.';
+
+-- file: functions/queue_options.sql
+-- Queue options: create_queue with options, pause and resume.
+
+create or replace function pgque.create_queue(i_queue text, i_options jsonb)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_created integer;
+    v_key text;
+    v_value jsonb;
+begin
+    if i_options is not null and pg_catalog.jsonb_typeof(i_options) <> 'object' then
+        raise exception 'create_queue: options must be a JSON object, got % (queue %)',
+            pg_catalog.jsonb_typeof(i_options), i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    v_created := pgque.create_queue(i_queue);
+    -- Each option goes through set_queue_config in this transaction: a bad
+    -- one raises, and the queue is not created either.
+    for v_key, v_value in select * from pg_catalog.jsonb_each(coalesce(i_options, '{}')) loop
+        if pg_catalog.jsonb_typeof(v_value) not in ('string', 'number', 'boolean', 'null') then
+            raise exception 'create_queue: option % of queue % must be a string, number or boolean, got %',
+                v_key, i_queue, pg_catalog.jsonb_typeof(v_value)
+                using detail = 'pgque:invalid_argument';
+        end if;
+        perform pgque.set_queue_config(i_queue, v_key, v_value #>> '{}');
+    end loop;
+    return v_created;
+end
+$$;
+comment on function pgque.create_queue(text, jsonb) is
+    'Creates a queue and applies each option (set_queue_config names, e.g. {"max_retries": 3}) in the same transaction. Returns 1, or 0 when it existed.';
+
+create or replace function pgque.pause_queue(i_queue text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque.set_queue_config(i_queue, 'ticker_paused', 'true');
+end
+$$;
+comment on function pgque.pause_queue(text) is
+    'Stops ticking the queue: sends still succeed, consumers get nothing new until resume_queue().';
+
+create or replace function pgque.resume_queue(i_queue text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque.set_queue_config(i_queue, 'ticker_paused', 'false');
+end
+$$;
+comment on function pgque.resume_queue(text) is
+    'Resumes ticking a paused queue.';
+
+-- file: functions/send.sql
+-- The modern API, producing: send, send_batch, insert_event_bulk.
+--
+-- text payloads are stored verbatim (untyped literals choose the text
+-- overloads); jsonb payloads are validated by their type and stored as
+-- canonical JSON text. Storage is ev_data text either way. A send is
+-- visible to consumers once its transaction commits and a later tick
+-- covers it.
+
+create or replace function pgque.send(queue_name text, type_name text, payload text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, text) is
+    'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, jsonb) is
+    'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, 'default', $2, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text) is
+    'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, 'default', $2::text,
+                               null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, jsonb) is
+    'Sends one JSON message of type ''default''. Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload text,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send(text, text, text, text, text, text, text) is
+    'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload jsonb,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send(text, text, jsonb, text, text, text, text) is
+    'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
+
+-- Internal: inserts many events into one queue with one statement. Every
+-- array but i_payloads may be NULL (all NULL) or must have its length;
+-- i_type is used where i_types is NULL. Returns the ids in input order.
+create or replace function pgque._send_batch(
+    i_queue_name text, i_type text, i_types text[], i_payloads text[],
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns bigint[]
+language plpgsql
+as $$
+declare
+    n integer;
+    q pgque.queue%rowtype;
+    v_ids bigint[];
+    v_extra text[];
+    v_name text;
+    i integer := 0;
+begin
+    if i_payloads is null then
+        raise exception 'payloads must not be null' using detail = 'pgque:invalid_argument';
+    end if;
+    n := pg_catalog.cardinality(i_payloads);
+    if n = 0 then
+        return '{}';
+    end if;
+    foreach v_name in array array['types', 'extra1', 'extra2', 'extra3', 'extra4'] loop
+        i := i + 1;
+        v_extra := case i when 1 then i_types when 2 then i_extra1 when 3 then i_extra2
+                          when 4 then i_extra3 else i_extra4 end;
+        if v_extra is not null and pg_catalog.cardinality(v_extra) <> n then
+            raise exception 'send_batch: % has % elements, payloads has %; parallel arrays must have the same length',
+                v_name, pg_catalog.cardinality(v_extra), n
+                using detail = 'pgque:invalid_argument';
+        end if;
+    end loop;
+
+    -- The txid first, then the current table (see _insert_event).
+    perform pg_catalog.pg_current_xact_id();
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_disable_insert
+       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
+    end if;
+
+    -- Ids in input order, then one INSERT ... SELECT for the whole batch.
+    v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
+                     from pg_catalog.generate_series(1, n));
+    execute 'insert into ' || pgque.quote_fqname(q.queue_data_pfx || '_' || q.queue_cur_table)
+         || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' select $1[k], now(), coalesce($2[k], $3), p, $4[k], $5[k], $6[k], $7[k]'
+         || ' from pg_catalog.unnest($8) with ordinality as b(p, k)'
+      using v_ids, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4, i_payloads;
+    return v_ids;
+end
+$$;
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text, text[]) is
+    'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text, jsonb[]) is
+    'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', null, $2, null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text[]) is
+    'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, jsonb[]) is
+    'Sends many JSON messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads text[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
+    'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads jsonb[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
+    'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
+
+create or replace function pgque.insert_event_bulk(
+    queue_name text, ev_type text, ev_data_list text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.insert_event_bulk(text, text, text[]) is
+    'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';
+
+-- file: functions/delayed.sql
+-- Delayed delivery: send_at() parks a message in delayed_events until its
+-- time; maint_deliver_delayed() (run by maint()) moves due rows into their
+-- queues as new events.
+
+-- Internal: the shared body of both send_at overloads.
+create or replace function pgque._send_at(
+    i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
+returns bigint
+language plpgsql
+as $$
+declare
+    v_id bigint;
+begin
+    if i_deliver_at is null then
+        raise exception 'send_at: deliver_at must not be null (queue %)', i_queue
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if not pg_catalog.isfinite(i_deliver_at) then
+        raise exception 'send_at: deliver_at must be a finite time, got % (queue %)',
+            i_deliver_at, i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    if i_deliver_at <= now() then
+        return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+                                   null, null, null, null);
+    end if;
+    perform 1 from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    insert into pgque.delayed_events (de_queue_name, de_deliver_at, de_type, de_data)
+    values (i_queue, i_deliver_at, i_type, i_payload)
+    returning de_id into v_id;
+    return v_id;
+end
+$$;
+
+create or replace function pgque.send_at(
+    i_queue text, i_type text, i_payload jsonb, i_deliver_at timestamptz)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at);
+end
+$$;
+comment on function pgque.send_at(text, text, jsonb, timestamptz) is
+    'Sends a JSON message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
+
+create or replace function pgque.send_at(
+    i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_at(i_queue, i_type, i_payload, i_deliver_at);
+end
+$$;
+comment on function pgque.send_at(text, text, text, timestamptz) is
+    'Sends a verbatim text message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
+
+create or replace function pgque.maint_deliver_delayed()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_moved integer;
+    v_total integer := 0;
+begin
+    -- The txid first, then the current tables (see _insert_event).
+    perform pg_catalog.pg_current_xact_id();
+    for q in
+        select qu.queue_name, qu.queue_event_seq, qu.queue_disable_insert,
+               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table
+          from pgque.queue qu
+         where not qu.queue_disable_insert
+           and exists (select 1 from pgque.delayed_events d
+                        where d.de_queue_name = qu.queue_name
+                          and d.de_deliver_at <= current_timestamp)
+         order by qu.queue_id
+    loop
+        -- Rows another mover holds are left to it.
+        execute 'with due as (select de_id from pgque.delayed_events'
+             || '  where de_queue_name = $1 and de_deliver_at <= current_timestamp'
+             || '  order by de_deliver_at, de_id for update skip locked),'
+             || ' moved as (delete from pgque.delayed_events d using due'
+             || '  where d.de_id = due.de_id returning d.*)'
+             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+             || ' select pg_catalog.nextval($2::regclass), now(), de_type, de_data,'
+             || '  de_extra1, de_extra2, de_extra3, de_extra4'
+             || ' from (select * from moved order by de_deliver_at, de_id) m'
+          using q.queue_name, q.queue_event_seq;
+        get diagnostics v_moved = row_count;
+        v_total := v_total + v_moved;
+    end loop;
+    return v_total;
+end
+$$;
+comment on function pgque.maint_deliver_delayed() is
+    'Moves every due delayed message into its queue as a new event (type and extras kept). Returns how many.';
+
+-- file: functions/receive.sql
+-- The modern API, consuming: subscribe, receive, ack, nack.
+--
+-- receive() opens the consumer's next batch (or returns the open one) and
+-- returns its messages; ack() finishes the whole batch, messages beyond
+-- receive()'s limit included; nack() puts one message of the open batch
+-- back for a later retry, or into the dead letter queue once it has been
+-- retried max_retries times.
+
+create or replace function pgque.subscribe(queue text, consumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.register_consumer_at(queue, consumer, null);
+end
+$$;
+comment on function pgque.subscribe(text, text) is
+    'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
+
+create or replace function pgque.unsubscribe(queue text, consumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.unregister_consumer(queue, consumer);
+end
+$$;
+comment on function pgque.unsubscribe(text, text) is
+    'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
+
+-- Internal: the first i_limit messages of an open batch (all when NULL),
+-- leaving out events older than the queue's event_ttl.
+create or replace function pgque._batch_messages(i_batch_id bigint, i_limit integer)
+returns setof pgque.message
+language plpgsql
+as $$
+declare
+    v_ttl interval;
+begin
+    select q.queue_event_ttl into v_ttl
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    return query execute
+        'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
+        || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
+        || ' from (' || pgque.batch_event_sql(i_batch_id) || ') b'
+        || ' where $2 is null or b.ev_time >= now() - $2'
+        || ' order by b.ev_id limit $3'
+      using i_batch_id, v_ttl, i_limit;
+end
+$$;
+
+create or replace function pgque.receive(
+    i_queue text, i_consumer text, i_max_return integer default 100)
+returns setof pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    if i_max_return is null or i_max_return < 1 then
+        raise exception 'pgque.receive: max_return must be >= 1, got %',
+            coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    loop
+        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        -- An empty window: nothing to ack, so finish it here and look at
+        -- the next one (a bounded number per call).
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
+end
+$$;
+comment on function pgque.receive(text, text, integer) is
+    'Returns up to i_max_return messages of the consumer''s open or next batch, by msg_id; the same batch again until ack(). Empty batches are finished internally.';
+
+create or replace function pgque.ack(i_batch_id bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.finish_batch(i_batch_id);
+end
+$$;
+comment on function pgque.ack(bigint) is
+    'Finishes the whole batch (every message in it, returned or not). Returns 1, or 0 with a WARNING when it is not open.';
+
+-- Internal: dead-letters one event of an open batch for the batch's consumer.
+-- Idempotent per (queue, consumer, event).
+create or replace function pgque._dead_letter(
+    i_batch_id bigint, i_event pgque.event_template, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_sub record;
+begin
+    select sub_queue, sub_consumer into v_sub from pgque.subscription where sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    insert into pgque.dead_letter
+        (dl_queue_id, dl_consumer_id, dl_reason, ev_id, ev_time, ev_txid, ev_retry,
+         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (v_sub.sub_queue, v_sub.sub_consumer, i_reason, i_event.ev_id, i_event.ev_time,
+            i_event.ev_txid, i_event.ev_retry, i_event.ev_type, i_event.ev_data,
+            i_event.ev_extra1, i_event.ev_extra2, i_event.ev_extra3, i_event.ev_extra4)
+    on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
+    return 1;
+end
+$$;
+
+-- Internal: the nack policy for one event of an open batch: retry it, or
+-- dead-letter it once it was retried max_retries times.
+create or replace function pgque._nack(
+    i_batch_id bigint, i_msg_id bigint, i_retry_after interval, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_event pgque.event_template;
+    v_max_retries integer;
+    v_seconds integer;
+begin
+    select coalesce(q.queue_max_retries, 5) into v_max_retries
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    if i_retry_after is null or i_retry_after < interval '0' then
+        raise exception 'nack: retry_after must be a non-negative interval, got % (batch %)',
+            coalesce(i_retry_after::text, 'NULL'), i_batch_id
+            using detail = 'pgque:invalid_argument';
+    end if;
+    -- Re-read the event from the batch: only its id is taken from the caller.
+    select * into v_event from pgque._batch_events_by_id(i_batch_id, array[i_msg_id]);
+    if not found or i_msg_id is null then
+        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), i_batch_id
+            using detail = 'pgque:event_not_found';
+    end if;
+    if coalesce(v_event.ev_retry, 0) >= v_max_retries then
+        return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'max retries exceeded'));
+    end if;
+    v_seconds := ceil(extract(epoch from i_retry_after))::integer;
+    perform pgque._retry_batch_events(i_batch_id, array[i_msg_id],
+                                      current_timestamp + v_seconds * interval '1 second');
+    return 1;
+end
+$$;
+
+create or replace function pgque.nack(
+    i_batch_id bigint, i_msg pgque.message,
+    i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack(bigint, pgque.message, interval, text) is
+    'Retries a message of the open batch after i_retry_after, or dead-letters it once retried max_retries times. Only msg_id is read from i_msg. Returns 1; the batch stays open for ack().';
+
+create or replace function pgque.nack(
+    i_batch_id bigint, i_msg_id bigint,
+    i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._nack(i_batch_id, i_msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack(bigint, bigint, interval, text) is
+    'nack() by message id, for clients that kept only ids.';
+
+-- file: functions/dlq.sql
+-- The dead letter queue: inspecting, replaying and purging dead letters.
+
+create or replace function pgque.event_dead(
+    i_batch_id bigint, i_event_id bigint, i_reason text,
+    i_ev_time timestamptz, i_ev_txid xid8, i_ev_retry int4,
+    i_ev_type text, i_ev_data text,
+    i_ev_extra1 text default null, i_ev_extra2 text default null,
+    i_ev_extra3 text default null, i_ev_extra4 text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._dead_letter(
+        i_batch_id,
+        row(i_event_id, i_ev_time, i_ev_txid, null, i_ev_retry, i_ev_type, i_ev_data,
+            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4)::pgque.event_template,
+        i_reason);
+end
+$$;
+comment on function pgque.event_dead(bigint, bigint, text, timestamptz, xid8, int4, text, text, text, text, text, text) is
+    'Admin: records the given event as a dead letter of the open batch''s queue and consumer (idempotent). Returns 1.';
+
+create or replace function pgque.dlq_inspect(i_queue_name text, i_limit_count integer default 100)
+returns setof pgque.dead_letter
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select d.* from pgque.dead_letter d
+      join pgque.queue q on q.queue_id = d.dl_queue_id
+     where q.queue_name = i_queue_name
+     order by d.dl_time desc, d.dl_id desc
+     limit i_limit_count
+$$;
+comment on function pgque.dlq_inspect(text, integer) is
+    'The queue''s newest dead letters first (no rows for an unknown queue).';
+
+-- Internal: replays one locked dead letter as a new event and deletes it.
+create or replace function pgque._dlq_replay_row(i_dl pgque.dead_letter)
+returns bigint
+language plpgsql
+as $$
+declare
+    v_queue_name text;
+    v_ev_id bigint;
+begin
+    select queue_name into v_queue_name from pgque.queue where queue_id = i_dl.dl_queue_id;
+    v_ev_id := pgque._insert_event(v_queue_name, null, now(), null, null,
+                                   i_dl.ev_type, i_dl.ev_data,
+                                   i_dl.ev_extra1, i_dl.ev_extra2, i_dl.ev_extra3, i_dl.ev_extra4);
+    delete from pgque.dead_letter where dl_id = i_dl.dl_id;
+    return v_ev_id;
+end
+$$;
+
+create or replace function pgque.dlq_replay(i_dead_letter_id bigint)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_dl pgque.dead_letter;
+begin
+    -- The row lock makes two concurrent replays of one entry produce one event:
+    -- the second waits, then finds the row gone.
+    select * into v_dl from pgque.dead_letter where dl_id = i_dead_letter_id for update;
+    if not found then
+        raise exception 'dead letter entry not found: %', i_dead_letter_id
+            using detail = 'pgque:dead_letter_not_found';
+    end if;
+    return pgque._dlq_replay_row(v_dl);
+end
+$$;
+comment on function pgque.dlq_replay(bigint) is
+    'Sends a dead letter''s type, payload and extras again as a new event (new id, retry count reset) and deletes the entry. Returns the new event id.';
+
+create or replace function pgque.dlq_replay_all(
+    i_queue_name text, out replayed bigint, out failed bigint, out first_error text)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_dl pgque.dead_letter;
+begin
+    replayed := 0;
+    failed := 0;
+    -- Entries a concurrent replay holds are skipped, not waited for.
+    for v_dl in
+        select d.* from pgque.dead_letter d
+          join pgque.queue q on q.queue_id = d.dl_queue_id
+         where q.queue_name = i_queue_name
+         order by d.dl_id
+           for update of d skip locked
+    loop
+        begin
+            perform pgque._dlq_replay_row(v_dl);
+            replayed := replayed + 1;
+        exception when others then
+            failed := failed + 1;
+            raise warning 'dlq_replay_all: failed to replay dl_id=%, error: %', v_dl.dl_id, sqlerrm;
+            first_error := coalesce(first_error, 'dl_id=' || v_dl.dl_id || ': ' || sqlerrm);
+        end;
+    end loop;
+end
+$$;
+comment on function pgque.dlq_replay_all(text) is
+    'Replays every dead letter of the queue; failures are skipped with a WARNING. Returns (replayed, failed, first_error).';
+
+create or replace function pgque.dlq_purge(i_queue_name text, i_older_than interval default '30 days')
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_count integer;
+begin
+    if i_older_than is null or i_older_than < interval '0' then
+        raise exception 'dlq_purge: older_than must be a non-negative interval, got % (queue %)',
+            coalesce(i_older_than::text, 'NULL'), i_queue_name
+            using detail = 'pgque:invalid_argument';
+    end if;
+    delete from pgque.dead_letter d
+     using pgque.queue q
+     where q.queue_id = d.dl_queue_id and q.queue_name = i_queue_name
+       and d.dl_time < now() - i_older_than;
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function pgque.dlq_purge(text, interval) is
+    'Admin: deletes the queue''s dead letters older than i_older_than. Returns how many.';
+
+-- file: functions/triggers.sql
+-- CDC triggers (jsontriga, logutriga, sqltriga): written by the triggers work.
+
+-- file: structure/grants.sql
+-- Privileges, re-applied by every install.
+--
+-- Deny by default: PUBLIC gets nothing. pgque_reader consumes, pgque_writer
+-- produces (and cannot consume), pgque_admin (a member of both) manages
+-- queues and maintenance. Functions run as their owner (SECURITY DEFINER
+-- with a pinned search_path), so the roles need EXECUTE only; readers may
+-- also SELECT the tables, writers touch no table directly.
+
+revoke all on all functions in schema pgque from public;
+revoke all on all tables in schema pgque from public;
+revoke all on all sequences in schema pgque from public;
+revoke all on schema pgque from public;
+
+grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
+grant select on all tables in schema pgque to pgque_reader;
+grant select on all sequences in schema pgque to pgque_reader;
+grant all on all tables in schema pgque to pgque_admin;
+grant all on all sequences in schema pgque to pgque_admin;
+
+-- The admin may run every public function; internal helpers (names starting
+-- with an underscore) are reached only through the functions that use them.
+do $grants$
+declare
+    v_fn regprocedure;
+begin
+    for v_fn in
+        select p.oid::regprocedure
+          from pg_catalog.pg_proc p
+         where p.pronamespace = 'pgque'::regnamespace
+           and p.proname not like '\_%'
+           and p.prokind in ('f', 'p')
+    loop
+        execute format('grant execute on %s %s to pgque_admin',
+                       case when (select prokind from pg_catalog.pg_proc where oid = v_fn) = 'p'
+                            then 'procedure' else 'function' end,
+                       v_fn);
+    end loop;
+end
+$grants$;
+
+grant execute on function
+    pgque.version(),
+    pgque.register_consumer(text, text),
+    pgque.register_consumer_at(text, text, bigint),
+    pgque.unregister_consumer(text, text),
+    pgque.next_batch(text, text),
+    pgque.next_batch_info(text, text),
+    pgque.next_batch_custom(text, text, interval, int4, interval),
+    pgque.get_batch_events(bigint),
+    pgque.get_batch_info(bigint),
+    pgque.finish_batch(bigint),
+    pgque.event_retry(bigint, bigint, timestamptz),
+    pgque.event_retry(bigint, bigint, integer),
+    pgque.get_queue_info(),
+    pgque.get_queue_info(text),
+    pgque.get_consumer_info(),
+    pgque.get_consumer_info(text),
+    pgque.get_consumer_info(text, text),
+    pgque.subscribe(text, text),
+    pgque.unsubscribe(text, text),
+    pgque.receive(text, text, integer),
+    pgque.ack(bigint),
+    pgque.nack(bigint, pgque.message, interval, text),
+    pgque.nack(bigint, bigint, interval, text),
+    pgque.dlq_inspect(text, integer)
+to pgque_reader;
+
+grant execute on function
+    pgque.version(),
+    pgque.insert_event(text, text, text),
+    pgque.insert_event(text, text, text, text, text, text, text),
+    pgque.send(text, text),
+    pgque.send(text, jsonb),
+    pgque.send(text, text, text),
+    pgque.send(text, text, jsonb),
+    pgque.send(text, text, text, text, text, text, text),
+    pgque.send(text, text, jsonb, text, text, text, text),
+    pgque.send_batch(text, text[]),
+    pgque.send_batch(text, jsonb[]),
+    pgque.send_batch(text, text, text[]),
+    pgque.send_batch(text, text, jsonb[]),
+    pgque.send_batch(text, text[], text[], text[], text[], text[], text[]),
+    pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]),
+    pgque.send_at(text, text, jsonb, timestamptz),
+    pgque.send_at(text, text, text, timestamptz),
+    pgque.dlq_replay(bigint),
+    pgque.dlq_replay_all(text)
+to pgque_writer;
+
+-- Owner only: not even the admin.
+revoke execute on function pgque.insert_event_bulk(text, text, text[]) from pgque_admin;
+
+-- The insert router is generated from the queues that exist (a re-install
+-- may replace the fallback body installed above).
+do $router$ begin perform pgque._rebuild_insert_router(); end $router$;
+
+-- file: structure/commit.sql
+commit;
