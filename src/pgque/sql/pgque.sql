@@ -89,7 +89,8 @@ create table if not exists pgque.queue (
     queue_event_seq           text not null,
     queue_tick_seq            text not null,
     queue_extra_maint         text[],
-    queue_max_retries         integer
+    queue_max_retries         integer,
+    queue_event_ttl           interval
 );
 
 -- The ticks of every queue: a snapshot plus the event sequence at that moment.
@@ -158,6 +159,77 @@ create table if not exists pgque.retry_queue (
 );
 create index if not exists rq_retry_idx on pgque.retry_queue (ev_retry_after);
 
+-- Events that failed too often (or were dead-lettered on purpose), per
+-- queue and consumer. One row per (queue, consumer, event): dead-lettering
+-- is idempotent. Rows go with their queue or consumer.
+create table if not exists pgque.dead_letter (
+    dl_id           bigserial primary key,
+    dl_queue_id     integer not null references pgque.queue (queue_id) on delete cascade,
+    dl_consumer_id  integer not null references pgque.consumer (co_id) on delete cascade,
+    dl_time         timestamptz not null default now(),
+    dl_reason       text,
+    ev_id           bigint not null,
+    ev_time         timestamptz not null,
+    ev_txid         xid8,
+    ev_retry        integer,
+    ev_type         text,
+    ev_data         text,
+    ev_extra1       text,
+    ev_extra2       text,
+    ev_extra3       text,
+    ev_extra4       text
+);
+create index if not exists dl_queue_time_idx on pgque.dead_letter (dl_queue_id, dl_time);
+create unique index if not exists dl_queue_consumer_event_idx
+    on pgque.dead_letter (dl_queue_id, dl_consumer_id, ev_id);
+
+-- Events sent for later delivery; maint_deliver_delayed() moves due rows
+-- into their queue.
+create table if not exists pgque.delayed_events (
+    de_id          bigserial primary key,
+    de_queue_name  text not null,
+    de_deliver_at  timestamptz not null,
+    de_type        text,
+    de_data        text,
+    de_extra1      text,
+    de_extra2      text,
+    de_extra3      text,
+    de_extra4      text
+);
+create index if not exists de_deliver_at_idx on pgque.delayed_events (de_deliver_at);
+
+-- Idempotency keys of send_idem(): one claimed event per (queue, key) until
+-- the key expires. No application role may read or write it.
+create table if not exists pgque.idem (
+    queue_id    integer not null references pgque.queue (queue_id) on delete cascade,
+    idem_key    text not null,
+    event_id    bigint not null,
+    expires_at  timestamptz not null,
+    primary key (queue_id, idem_key)
+);
+create index if not exists idem_expires_idx on pgque.idem (expires_at);
+
+-- Partitioned consumers: the slot count N each (queue, consumer) is pinned
+-- to, and one lease per slot (worker, expiry, fencing epoch).
+create table if not exists pgque.partition_consumer (
+    queue_id  integer not null references pgque.queue (queue_id) on delete cascade,
+    co_name   text not null,
+    n         integer not null check (n >= 1),
+    primary key (queue_id, co_name)
+);
+create table if not exists pgque.partition_slot (
+    queue_id     integer not null,
+    co_name      text not null,
+    slot         integer not null check (slot >= 0),
+    lease_owner  text,
+    lease_until  timestamptz,
+    lease_ttl    interval,
+    epoch        bigint not null default 0,
+    primary key (queue_id, co_name, slot),
+    foreign key (queue_id, co_name)
+        references pgque.partition_consumer (queue_id, co_name) on delete cascade
+);
+
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 
@@ -194,6 +266,7 @@ begin
         select * from (values
             ('queue', 'queue_max_retries', 'integer'),
             ('queue', 'queue_extra_maint', 'text[]'),
+            ('queue', 'queue_event_ttl', 'interval'),
             ('subscription', 'sub_role',
              'text not null default ''normal'''
              || ' check (sub_role in (''normal'', ''coop_main'', ''coop_member''))'),
@@ -230,6 +303,31 @@ comment on function pgque.upgrade_schema() is
     'Brings tables of an earlier pgque install up to date; idempotent. Returns the number of fixes applied.';
 
 do $upgrade$ begin perform pgque.upgrade_schema(); end $upgrade$;
+
+-- file: structure/types.sql
+-- Types of the modern API.
+
+-- One message as receive() returns it and nack() takes it.
+do $types$
+begin
+    if pg_catalog.to_regtype('pgque.message') is null then
+        create type pgque.message as (
+            msg_id       bigint,       -- ev_id
+            batch_id     bigint,       -- the batch to ack
+            type         text,         -- ev_type
+            payload      text,         -- ev_data
+            retry_count  integer,      -- NULL on first delivery, then 1, 2, ...
+            created_at   timestamptz,  -- ev_time: start of the sending transaction
+            extra1       text,
+            extra2       text,
+            extra3       text,
+            extra4       text
+        );
+    end if;
+end
+$types$;
+comment on type pgque.message is
+    'A message as receive() returns it: event id, batch id, type, payload, retry count, time and extras.';
 
 -- file: functions/util.sql
 -- Small utilities shared by the engine.
@@ -297,6 +395,25 @@ create or replace function pgque._xid8_to_int8(i_xid xid8)
 returns bigint
 language sql immutable strict parallel safe
 as $$ select i_xid::text::bigint $$;
+
+create or replace function pgque.log_event(
+    i_level text, i_component text, i_message text, i_attrs jsonb default '{}')
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if i_level is null or i_level not in ('debug', 'info', 'notice', 'warning', 'error') then
+        raise exception 'log_event: level must be one of debug, info, notice, warning, error, got %',
+            coalesce(i_level, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    -- Structured: a fixed prefix to grep for, the attributes as JSON in DETAIL.
+    raise log 'pgque [%] %: %', i_level, i_component, i_message
+        using detail = coalesce(i_attrs, '{}')::text;
+end
+$$;
+comment on function pgque.log_event(text, text, text, jsonb) is
+    'Writes a structured pgque event to the server log (RAISE LOG; attributes as JSON in DETAIL).';
 
 -- file: functions/queue_admin.sql
 -- Creating, configuring and dropping queues.
@@ -420,6 +537,8 @@ begin
 
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
+    perform pgque._rebuild_insert_router();
+    perform pgque.log_event('info', 'queue', 'created', jsonb_build_object('queue', i_queue_name));
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
     return 1;
@@ -436,6 +555,7 @@ as $$
 declare
     q pgque.queue%rowtype;
     v_consumer text;
+    v_messages text;
 begin
     if x_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
@@ -459,12 +579,20 @@ begin
             using detail = 'pgque:consumers_attached';
     end if;
 
+    -- Quietly: DROP ... CASCADE would report each child table as a NOTICE.
+    v_messages := pg_catalog.current_setting('client_min_messages');
+    perform pg_catalog.set_config('client_min_messages', 'warning', true);
     execute format('drop table %s cascade', pgque.quote_fqname(q.queue_data_pfx));
+    perform pg_catalog.set_config('client_min_messages', v_messages, true);
     delete from pgque.retry_queue where ev_queue = q.queue_id;
+    delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_event_seq));
     execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
     delete from pgque.queue where queue_id = q.queue_id;
+    perform pgque._rebuild_insert_router();
+    perform pgque.log_event('info', 'queue', 'dropped',
+                            jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
     return 1;
 end
 $$;
@@ -546,6 +674,13 @@ begin
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
+    when 'event_ttl' then
+        v_interval := x_param_value::interval;
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: event_ttl must be > 0, got %', v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
     else
         -- The trailing "s" is PgQ's own wording, kept for callers matching it.
         raise exception 'cannot change parameter "%s"', x_param_name
@@ -557,18 +692,131 @@ $$;
 comment on function pgque.set_queue_config(text, text, text) is
     'Sets one queue parameter (name without the queue_ prefix). NULL restores the default.';
 
--- file: functions/insert_event.sql
--- Producing events: the PgQ primitives every send path goes through.
+-- file: functions/insert_router.sql
+-- The insert router: static INSERT statements for every queue's event tables.
+--
+-- Which table an event goes to depends on the queue and its current table,
+-- so a single insert would need dynamic SQL, planned again on every call
+-- (the PgQ C extension caches one plan per queue instead). pgque generates
+-- _insert_routed(): a binary search over queue ids down to one static INSERT
+-- per event table, whose plans PL/pgSQL caches per session. create_queue
+-- and drop_queue regenerate it; a queue it does not know yet (a router built
+-- from an older snapshot) falls through to dynamic SQL, so it is only ever
+-- slower, never wrong.
 
-create or replace function pgque.insert_event_raw(
-    queue_name text, ev_id bigint, ev_time timestamptz,
-    ev_owner integer, ev_retry integer, ev_type text, ev_data text,
-    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint
+-- Internal: the generic fallback, also the router's body before any queue exists.
+create or replace function pgque._insert_routed(
+    i_queue_id integer, i_table integer, i_table_name text,
+    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
+    i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns void
+language plpgsql
+as $$
+begin
+    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+         || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
+      using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+end
+$$;
+
+-- Internal: the router code for the queues in i_queues (sorted by id).
+create or replace function pgque._insert_router_code(i_queues pgque.queue[])
+returns text
+language plpgsql immutable
+as $$
+declare
+    n integer := coalesce(pg_catalog.cardinality(i_queues), 0);
+    half integer;
+    q pgque.queue;
+    v_code text := '';
+    v_tables text;
+    i integer;
+begin
+    if n = 0 then
+        return '';
+    end if;
+    if n > 8 then
+        half := n / 2;
+        return pg_catalog.format(
+            E'if i_queue_id < %s then\n%s\nelse\n%s\nend if;\n',
+            i_queues[half + 1].queue_id,
+            pgque._insert_router_code(i_queues[1:half]),
+            pgque._insert_router_code(i_queues[half + 1:n]));
+    end if;
+    foreach q in array i_queues loop
+        v_tables := '';
+        for i in 0 .. q.queue_ntables - 1 loop
+            v_tables := v_tables || pg_catalog.format(
+                E'%s i_table = %s then\n    insert into %s (ev_id, ev_time, ev_owner, ev_retry,'
+                || ' ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+                || ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
+                || E' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);\n    return;\n',
+                case when i = 0 then 'if' else 'elsif' end, i,
+                pgque.quote_fqname(q.queue_data_pfx || '_' || i));
+        end loop;
+        v_code := v_code || pg_catalog.format(
+            E'%s i_queue_id = %s then\n%send if;\n',
+            case when v_code = '' then 'if' else 'elsif' end, q.queue_id, v_tables);
+    end loop;
+    return v_code || E'end if;\n';
+end
+$$;
+
+-- Internal: regenerates _insert_routed() for the queues that exist now.
+create or replace function pgque._rebuild_insert_router()
+returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    v_queues pgque.queue[];
+begin
+    -- One rebuild at a time (key 0 of the tick lock class: no queue has id
+    -- 0); the next statement then sees the queues the previous one saw.
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), 0);
+    select pg_catalog.array_agg(q order by q.queue_id) into v_queues from pgque.queue q;
+    execute pg_catalog.format($ddl$
+create or replace function pgque._insert_routed(
+    i_queue_id integer, i_table integer, i_table_name text,
+    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
+    i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns void
+language plpgsql
+as $router$
+begin
+%s
+    -- Not routed (a queue newer than this router): plan the insert now.
+    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+         || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
+      using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+end
+$router$
+$ddl$, pgque._insert_router_code(v_queues));
+end
+$$;
+
+-- file: functions/insert_event.sql
+-- Producing events: the PgQ primitives every send path goes through.
+
+-- Internal: the one insert path. Callers are SECURITY DEFINER functions.
+create or replace function pgque._insert_event(
+    i_queue_name text, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns bigint
+language plpgsql
+as $$
+declare
+    v_queue_id integer;
+    v_cur_table integer;
     v_table text;
     v_disabled boolean;
     v_seq_id bigint;
@@ -580,30 +828,36 @@ begin
 
     -- The sequence advances on every call, explicit ids included: the ticker
     -- watches it to notice activity.
-    select q.queue_data_pfx || '_' || q.queue_cur_table,
-           q.queue_disable_insert,
-           pg_catalog.nextval(q.queue_event_seq::regclass)
-      into v_table, v_disabled, v_seq_id
+    select q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+           q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
+      into v_queue_id, v_cur_table, v_table, v_disabled, v_seq_id
       from pgque.queue q
-     where q.queue_name = insert_event_raw.queue_name;
+     where q.queue_name = i_queue_name;
     if not found then
-        raise exception 'queue not found: %', insert_event_raw.queue_name
-            using detail = 'pgque:queue_not_found';
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
     end if;
     if v_disabled and pg_catalog.current_setting('session_replication_role') <> 'replica' then
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
 
-    execute 'insert into ' || pgque.quote_fqname(v_table)
-         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-         || '  ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
-      using coalesce(insert_event_raw.ev_id, v_seq_id), coalesce(insert_event_raw.ev_time, now()),
-            insert_event_raw.ev_owner, insert_event_raw.ev_retry,
-            insert_event_raw.ev_type, insert_event_raw.ev_data,
-            insert_event_raw.ev_extra1, insert_event_raw.ev_extra2,
-            insert_event_raw.ev_extra3, insert_event_raw.ev_extra4;
-    return coalesce(insert_event_raw.ev_id, v_seq_id);
+    perform pgque._insert_routed(
+        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, now()),
+        i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+        i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
+    return coalesce(i_ev_id, v_seq_id);
+end
+$$;
+
+create or replace function pgque.insert_event_raw(
+    queue_name text, ev_id bigint, ev_time timestamptz,
+    ev_owner integer, ev_retry integer, ev_type text, ev_data text,
+    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 end
 $$;
 comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, integer, text, text, text, text, text, text) is
@@ -613,21 +867,24 @@ create or replace function pgque.insert_event(
     queue_name text, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
 returns bigint
-language sql
+language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select pgque.insert_event_raw(queue_name, null, now(), null, null,
-                                  ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+end
 $$;
 comment on function pgque.insert_event(text, text, text, text, text, text, text) is
     'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
 
 create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
 returns bigint
-language sql
+language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select pgque.insert_event(queue_name, ev_type, ev_data, null, null, null, null)
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+end
 $$;
 comment on function pgque.insert_event(text, text, text) is
     'Inserts an event with type and data into the queue. Returns the event id.';
@@ -641,6 +898,9 @@ declare
     v_table text;
     v_disabled boolean;
 begin
+    -- As in _insert_event: the caller's txid before the current table, so a
+    -- COPY into the answer cannot land in a retired table above step 2.
+    perform pg_catalog.pg_current_xact_id();
     select queue_data_pfx || '_' || queue_cur_table, queue_disable_insert
       into v_table, v_disabled
       from pgque.queue where queue_name = x_queue_name;
@@ -709,6 +969,9 @@ begin
 
     -- From here on every statement sees the ticks committed before the lock.
     select * into q from pgque.queue where queue_id = i_queue_id;
+    if not found then
+        return null;  -- dropped while we waited for the lock
+    end if;
     select * into v_last from pgque.tick
      where tick_queue = i_queue_id order by tick_id desc limit 1;
 
@@ -722,6 +985,11 @@ begin
         if not i_always then
             v_new := v_seq - v_last.tick_event_seq;
             v_lag := now() - v_last.tick_time;
+            if v_new < 0 then
+                perform pgque.log_event('warning', 'ticker', 'event sequence below the last tick',
+                    jsonb_build_object('queue', q.queue_name, 'sequence', v_seq,
+                                       'tick_event_seq', v_last.tick_event_seq));
+            end if;
             if v_new > 0 then
                 -- Events arrived: wait for enough of them or for max_lag.
                 if v_new < q.queue_ticker_max_count and v_lag < q.queue_ticker_max_lag then
@@ -906,6 +1174,54 @@ $$;
 comment on function pgque.force_next_tick(text) is
     'Like force_tick, but raises for paused and externally ticked queues.';
 
+create or replace function pgque.ticker_lock_key()
+returns bigint
+language sql immutable
+as $$ select 1885827447::bigint $$;
+comment on function pgque.ticker_lock_key() is
+    'The advisory lock key every ticker holds while it leads (pg_try_advisory_lock(pgque.ticker_lock_key())): ticker_loop, the SDK Ticker and `pgque ticker`; others stand by.';
+
+create or replace function pgque.ticker_eager(
+    i_queue_name text, i_max_wait interval default '5 milliseconds')
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_last pgque.tick%rowtype;
+    v_seq bigint;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    select * into v_last from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if q.queue_ticker_paused or q.queue_external_ticker then
+        return v_last.tick_id;
+    end if;
+    if v_last.tick_id is not null then
+        v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
+        if v_seq <= v_last.tick_event_seq then
+            return v_last.tick_id;  -- nothing new: covered by the last tick
+        end if;
+        -- Tick at once when every consumer has taken the last tick (it waits
+        -- for this one); otherwise let the batch grow for up to i_max_wait.
+        if exists (select 1 from pgque.subscription s
+                    where s.sub_queue = q.queue_id and s.sub_role <> 'coop_member'
+                      and s.sub_last_tick < v_last.tick_id
+                      and coalesce(s.sub_next_tick, 0) < v_last.tick_id)
+           and pg_catalog.clock_timestamp() - v_last.tick_time < i_max_wait then
+            return null;
+        end if;
+    end if;
+    return pgque._tick(q.queue_id, true);
+end
+$$;
+comment on function pgque.ticker_eager(text, interval) is
+    'The SDK ticker''s rule: tick as soon as new events exist and every consumer took the last tick, else once the last tick is i_max_wait old. Returns the new tick id, the last tick id when nothing is new, or NULL while waiting (call again).';
+
 -- file: functions/consumer.sql
 -- Registering and unregistering consumers.
 
@@ -967,6 +1283,8 @@ begin
 
     insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
     values (v_queue_id, v_co_id, v_tick_id);
+    perform pgque.log_event('info', 'consumer', 'registered', jsonb_build_object(
+        'queue', x_queue_name, 'consumer', x_consumer_name, 'tick', v_tick_id));
     return 1;
 end
 $$;
@@ -975,9 +1293,13 @@ comment on function pgque.register_consumer_at(text, text, bigint) is
 
 create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
 returns integer
-language sql
+language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.register_consumer_at(x_queue_name, x_consumer_id, null) $$;
+as $$
+begin
+    return pgque.register_consumer_at(x_queue_name, x_consumer_id, null);
+end
+$$;
 comment on function pgque.register_consumer(text, text) is
     'Subscribes a consumer (the second argument is its name) at the latest tick. Returns 1 when new, 0 when already subscribed.';
 
@@ -989,7 +1311,7 @@ as $$
 declare
     v_sub record;
 begin
-    select s.sub_id, s.sub_queue, s.sub_consumer into v_sub
+    select s.sub_id, s.sub_queue, s.sub_consumer, s.sub_role into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
@@ -997,6 +1319,15 @@ begin
        for update of s, c;
     if not found then
         return 0;
+    end if;
+    if v_sub.sub_role = 'coop_main' then
+        raise exception 'cannot unregister cooperative main consumer with registered subconsumers'
+            using detail = 'pgque:cooperative_consumer';
+    elsif v_sub.sub_role = 'coop_member' then
+        -- Retries belong to the whole group (shared sub_id): keep them.
+        return pgque.unregister_subconsumer(
+            x_queue_name, pg_catalog.split_part(x_consumer_name, '.', 1),
+            pg_catalog.substr(x_consumer_name, pg_catalog.strpos(x_consumer_name, '.') + 1), 0);
     end if;
 
     -- Pending retries belong to this registration only.
@@ -1006,6 +1337,8 @@ begin
     delete from pgque.consumer c
      where c.co_id = v_sub.sub_consumer
        and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
+    perform pgque.log_event('info', 'consumer', 'unregistered', jsonb_build_object(
+        'queue', x_queue_name, 'consumer', x_consumer_name));
     return 1;
 end
 $$;
@@ -1084,7 +1417,7 @@ declare
 begin
     -- The row lock makes a concurrent caller wait and then get the same batch.
     select sub.sub_queue, sub.sub_consumer, sub.sub_batch, sub.sub_last_tick, sub.sub_next_tick,
-           t.tick_id as last_tick_id, t.tick_time as last_tick_time,
+           sub.sub_role, t.tick_id as last_tick_id, t.tick_time as last_tick_time,
            t.tick_event_seq as last_tick_seq
       into s
       from pgque.queue q
@@ -1097,6 +1430,14 @@ begin
         raise exception 'Not subscriber to queue: %/%',
             coalesce(i_queue_name, 'NULL'), coalesce(i_consumer_name, 'NULL')
             using detail = 'pgque:consumer_not_found';
+    end if;
+    -- Cooperative groups hand out batches through their own functions.
+    if s.sub_role = 'coop_main' then
+        raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
+            i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
+    elsif s.sub_role = 'coop_member' then
+        raise exception 'consumer % on queue % is a cooperative subconsumer; use receive_coop / next_batch (cooperative form) instead of the legacy 5-arg next_batch_custom',
+            i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
     end if;
     if s.last_tick_id is null then
         raise exception 'pgque corruption: consumer % on queue % points at missing tick %',
@@ -1164,8 +1505,12 @@ create or replace function pgque.next_batch_info(
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
 as $$
-    select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
-$$ language sql
+begin
+    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
+                  cur_tick_event_seq, prev_tick_event_seq
+      from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
+end
+$$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
 comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
@@ -1173,8 +1518,10 @@ comment on function pgque.next_batch_info(text, text) is
 create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
 returns bigint
 as $$
-    select batch_id from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
-$$ language sql
+begin
+    return (pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
+end
+$$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
 comment on function pgque.next_batch(text, text) is
     'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
@@ -1316,11 +1663,18 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    -- A cooperative member has no position of its own (the group's main row
+    -- holds it): between batches it points nowhere, holding back no rotation.
     update pgque.subscription
-       set sub_active = now(), sub_last_tick = sub_next_tick,
+       set sub_active = now(),
+           sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
            sub_next_tick = null, sub_batch = null
-     where sub_batch = x_batch_id;
+     where sub_batch = x_batch_id and sub_role <> 'coop_main';
     if not found then
+        if exists (select 1 from pgque.subscription where sub_batch = x_batch_id) then
+            raise exception 'cannot finish cooperative main consumer batch % as normal active consumer',
+                x_batch_id using detail = 'pgque:cooperative_consumer';
+        end if;
         -- Finishing twice is not an error.
         raise warning 'finish_batch: batch % not found', x_batch_id;
         return 0;
@@ -1427,11 +1781,13 @@ comment on function pgque.event_retry(bigint, bigint, timestamptz) is
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_seconds integer)
 returns integer
-language sql
+language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select pgque.event_retry(x_batch_id, x_event_id,
-                             current_timestamp + x_retry_seconds * interval '1 second')
+begin
+    return pgque.event_retry(x_batch_id, x_event_id,
+                             current_timestamp + x_retry_seconds * interval '1 second');
+end
 $$;
 comment on function pgque.event_retry(bigint, bigint, integer) is
     'Queues an event of the open batch for retry after the given seconds. Returns 1, or 0 when already queued.';
@@ -1510,9 +1866,12 @@ begin
         select qu.queue_id, qu.queue_event_seq,
                qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table,
                pg_catalog.array_agg(r.ctid) as rows
-          from (select ctid, ev_queue from pgque.retry_queue
-                 where ev_retry_after <= current_timestamp
-                 order by ev_retry_after
+          from (select rq.ctid, rq.ev_queue from pgque.retry_queue rq
+                 where rq.ev_retry_after <= current_timestamp
+                   -- A queue closed for inserts keeps its retries until it reopens.
+                   and rq.ev_queue in (select queue_id from pgque.queue
+                                        where not queue_disable_insert)
+                 order by rq.ev_retry_after
                  limit i_limit) r
           join pgque.queue qu on qu.queue_id = r.ev_queue
          group by qu.queue_id
@@ -1583,7 +1942,8 @@ begin
     -- The table about to be emptied was last written before the previous
     -- step 2: rotate only when every consumer's position is past it.
     select sub_last_tick into v_oldest_tick from pgque.subscription
-     where sub_queue = q.queue_id order by sub_last_tick limit 1;
+     where sub_queue = q.queue_id and sub_last_tick is not null
+     order by sub_last_tick limit 1;
     if found then
         select pg_catalog.pg_snapshot_xmin(tick_snapshot) into v_oldest_xmin
           from pgque.tick where tick_queue = q.queue_id and tick_id = v_oldest_tick;
@@ -1613,6 +1973,8 @@ begin
            queue_switch_step2 = null
      where queue_id = q.queue_id;
 
+    perform pgque.log_event('info', 'rotation', 'step 1', jsonb_build_object(
+        'queue', i_queue_name, 'table', (q.queue_cur_table + 1) % q.queue_ntables));
     -- Ticks below the previous step 2 can no longer start a batch.
     delete from pgque.tick
      where tick_queue = q.queue_id
@@ -1635,6 +1997,9 @@ begin
        set queue_switch_step2 = pg_catalog.pg_current_xact_id()
      where queue_switch_step2 is null
        and queue_switch_step1 < pg_catalog.pg_current_xact_id();
+    if found then
+        perform pgque.log_event('info', 'rotation', 'step 2', '{}');
+    end if;
     return 0;
 end
 $$;
@@ -1650,7 +2015,7 @@ as $$
     -- even with autovacuum on, whose naptime is too slow for them.
     select t from pg_catalog.unnest(array[
         'pgque.subscription', 'pgque.consumer', 'pgque.queue',
-        'pgque.tick', 'pgque.retry_queue']) t
+        'pgque.tick', 'pgque.retry_queue', 'pgque.delayed_events', 'pgque.dead_letter']) t
      where pg_catalog.to_regclass(t) is not null
 $$;
 comment on function pgque.maint_tables_to_vacuum() is
@@ -1751,8 +2116,9 @@ declare
 begin
     -- 1. Complete rotations begun by an earlier maint() (or step 1 call).
     v_total := v_total + pgque.maint_rotate_tables_step2();
-    -- 2. Every due retry, set-based, no cap.
+    -- 2. Every due retry, set-based, no cap; then due delayed messages.
     v_total := v_total + pgque._move_retry_events(null);
+    v_total := v_total + pgque.maint_deliver_delayed();
     -- 3. Rotation step 1 where due; step 2 follows in the next round.
     for q in
         select queue_name from pgque.queue
@@ -1777,7 +2143,7 @@ begin
 end
 $$;
 comment on function pgque.maint() is
-    'One maintenance round: completes earlier rotations, moves due retries, starts due rotations, runs extra maintenance. Returns the sum of their results.';
+    'One maintenance round: completes earlier rotations, moves due retries and delayed messages, starts due rotations, runs extra maintenance. Returns the sum of their results.';
 
 -- file: functions/info.sql
 -- Information functions: queue and consumer figures for monitoring.
@@ -1813,11 +2179,10 @@ as $$
           select t.tick_id, t.tick_time, t.tick_event_seq from pgque.tick t
            where t.tick_queue = q.queue_id order by t.tick_id desc limit 1) last on true
       left join lateral (
-          -- The oldest of the last 20 ticks, for the rate.
-          select w.tick_time, w.tick_event_seq from (
-              select t.tick_id, t.tick_time, t.tick_event_seq from pgque.tick t
-               where t.tick_queue = q.queue_id order by t.tick_id desc limit 20) w
-           order by w.tick_id limit 1) old on true
+          -- The rate's base: the oldest tick among the last 20 tick ids (PgQ's window).
+          select t.tick_time, t.tick_event_seq from pgque.tick t
+           where t.tick_queue = q.queue_id and t.tick_id >= last.tick_id - 20
+           order by t.tick_id limit 1) old on true
      where i_queue_name is null or q.queue_name = i_queue_name
      order by q.queue_name
 $$;
@@ -1925,8 +2290,2442 @@ as $$ select * from pgque.get_batch_cursor(i_batch_id, i_cursor_name, i_quick_li
 comment on function pgque.get_batch_cursor(bigint, text, int4) is
     'Opens a cursor over the batch''s events and returns the first i_quick_limit rows; FETCH the rest.';
 
+-- file: functions/queue_options.sql
+-- Queue options: create_queue with options, pause and resume.
+
+create or replace function pgque.create_queue(i_queue text, i_options jsonb)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_created integer;
+    v_key text;
+    v_value jsonb;
+begin
+    if i_options is not null and pg_catalog.jsonb_typeof(i_options) <> 'object' then
+        raise exception 'create_queue: options must be a JSON object, got % (queue %)',
+            pg_catalog.jsonb_typeof(i_options), i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    v_created := pgque.create_queue(i_queue);
+    -- Each option goes through set_queue_config in this transaction: a bad
+    -- one raises, and the queue is not created either.
+    for v_key, v_value in select * from pg_catalog.jsonb_each(coalesce(i_options, '{}')) loop
+        if pg_catalog.jsonb_typeof(v_value) not in ('string', 'number', 'boolean', 'null') then
+            raise exception 'create_queue: option % of queue % must be a string, number or boolean, got %',
+                v_key, i_queue, pg_catalog.jsonb_typeof(v_value)
+                using detail = 'pgque:invalid_argument';
+        end if;
+        perform pgque.set_queue_config(i_queue, v_key, v_value #>> '{}');
+    end loop;
+    return v_created;
+end
+$$;
+comment on function pgque.create_queue(text, jsonb) is
+    'Creates a queue and applies each option (set_queue_config names, e.g. {"max_retries": 3}) in the same transaction. Returns 1, or 0 when it existed.';
+
+create or replace function pgque.pause_queue(i_queue text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque.set_queue_config(i_queue, 'ticker_paused', 'true');
+end
+$$;
+comment on function pgque.pause_queue(text) is
+    'Stops ticking the queue: sends still succeed, consumers get nothing new until resume_queue().';
+
+create or replace function pgque.resume_queue(i_queue text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque.set_queue_config(i_queue, 'ticker_paused', 'false');
+end
+$$;
+comment on function pgque.resume_queue(text) is
+    'Resumes ticking a paused queue.';
+
+-- file: functions/send.sql
+-- The modern API, producing: send, send_batch, insert_event_bulk.
+--
+-- text payloads are stored verbatim (untyped literals choose the text
+-- overloads); jsonb payloads are validated by their type and stored as
+-- canonical JSON text. Storage is ev_data text either way. A send is
+-- visible to consumers once its transaction commits and a later tick
+-- covers it.
+
+create or replace function pgque.send(queue_name text, type_name text, payload text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, text) is
+    'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, jsonb) is
+    'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, 'default', $2, null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text) is
+    'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, 'default', $2::text,
+                               null, null, null, null);
+end
+$$;
+comment on function pgque.send(text, jsonb) is
+    'Sends one JSON message of type ''default''. Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload text,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send(text, text, text, text, text, text, text) is
+    'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload jsonb,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send(text, text, jsonb, text, text, text, text) is
+    'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
+
+-- Internal: inserts many events into one queue with one statement. Every
+-- array but i_payloads may be NULL (all NULL) or must have its length;
+-- i_type is used where i_types is NULL. Returns the ids in input order.
+create or replace function pgque._send_batch(
+    i_queue_name text, i_type text, i_types text[], i_payloads text[],
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns bigint[]
+language plpgsql
+as $$
+declare
+    n integer;
+    q pgque.queue%rowtype;
+    v_ids bigint[];
+    v_extra text[];
+    v_name text;
+    i integer := 0;
+begin
+    if i_payloads is null then
+        raise exception 'payloads must not be null' using detail = 'pgque:invalid_argument';
+    end if;
+    n := pg_catalog.cardinality(i_payloads);
+    if n = 0 then
+        return '{}';
+    end if;
+    foreach v_name in array array['types', 'extra1', 'extra2', 'extra3', 'extra4'] loop
+        i := i + 1;
+        v_extra := case i when 1 then i_types when 2 then i_extra1 when 3 then i_extra2
+                          when 4 then i_extra3 else i_extra4 end;
+        if v_extra is not null and pg_catalog.cardinality(v_extra) <> n then
+            raise exception 'send_batch: % has % elements, payloads has %; parallel arrays must have the same length',
+                v_name, pg_catalog.cardinality(v_extra), n
+                using detail = 'pgque:invalid_argument';
+        end if;
+    end loop;
+
+    -- The txid first, then the current table (see _insert_event).
+    perform pg_catalog.pg_current_xact_id();
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_disable_insert
+       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
+    end if;
+
+    -- Ids in input order, then one INSERT ... SELECT for the whole batch.
+    v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
+                     from pg_catalog.generate_series(1, n));
+    execute 'insert into ' || pgque.quote_fqname(q.queue_data_pfx || '_' || q.queue_cur_table)
+         || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' select $1[k], now(), coalesce($2[k], $3), p, $4[k], $5[k], $6[k], $7[k]'
+         || ' from pg_catalog.unnest($8) with ordinality as b(p, k)'
+      using v_ids, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4, i_payloads;
+    return v_ids;
+end
+$$;
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text, text[]) is
+    'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text, jsonb[]) is
+    'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', null, $2, null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, text[]) is
+    'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null);
+end
+$$;
+comment on function pgque.send_batch(text, jsonb[]) is
+    'Sends many JSON messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads text[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
+    'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads jsonb[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7);
+end
+$$;
+comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
+    'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
+
+create or replace function pgque.insert_event_bulk(
+    queue_name text, ev_type text, ev_data_list text[])
+returns bigint[]
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_batch($1, $2, null, $3, null, null, null, null);
+end
+$$;
+comment on function pgque.insert_event_bulk(text, text, text[]) is
+    'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';
+
+-- file: functions/delayed.sql
+-- Delayed delivery: send_at() parks a message in delayed_events until its
+-- time; maint_deliver_delayed() (run by maint()) moves due rows into their
+-- queues as new events.
+
+-- Internal: the shared body of both send_at overloads.
+create or replace function pgque._send_at(
+    i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
+returns bigint
+language plpgsql
+as $$
+declare
+    v_id bigint;
+begin
+    if i_deliver_at is null then
+        raise exception 'send_at: deliver_at must not be null (queue %)', i_queue
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if not pg_catalog.isfinite(i_deliver_at) then
+        raise exception 'send_at: deliver_at must be a finite time, got % (queue %)',
+            i_deliver_at, i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    if i_deliver_at <= now() then
+        return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+                                   null, null, null, null);
+    end if;
+    perform 1 from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    insert into pgque.delayed_events (de_queue_name, de_deliver_at, de_type, de_data)
+    values (i_queue, i_deliver_at, i_type, i_payload)
+    returning de_id into v_id;
+    return v_id;
+end
+$$;
+
+create or replace function pgque.send_at(
+    i_queue text, i_type text, i_payload jsonb, i_deliver_at timestamptz)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at);
+end
+$$;
+comment on function pgque.send_at(text, text, jsonb, timestamptz) is
+    'Sends a JSON message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
+
+create or replace function pgque.send_at(
+    i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._send_at(i_queue, i_type, i_payload, i_deliver_at);
+end
+$$;
+comment on function pgque.send_at(text, text, text, timestamptz) is
+    'Sends a verbatim text message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
+
+create or replace function pgque.maint_deliver_delayed()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q record;
+    v_moved integer;
+    v_total integer := 0;
+begin
+    -- The txid first, then the current tables (see _insert_event).
+    perform pg_catalog.pg_current_xact_id();
+    for q in
+        select qu.queue_name, qu.queue_event_seq, qu.queue_disable_insert,
+               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table
+          from pgque.queue qu
+         where not qu.queue_disable_insert
+           and exists (select 1 from pgque.delayed_events d
+                        where d.de_queue_name = qu.queue_name
+                          and d.de_deliver_at <= current_timestamp)
+         order by qu.queue_id
+    loop
+        -- Rows another mover holds are left to it.
+        execute 'with due as (select de_id from pgque.delayed_events'
+             || '  where de_queue_name = $1 and de_deliver_at <= current_timestamp'
+             || '  order by de_deliver_at, de_id for update skip locked),'
+             || ' moved as (delete from pgque.delayed_events d using due'
+             || '  where d.de_id = due.de_id returning d.*)'
+             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+             || ' select pg_catalog.nextval($2::regclass), now(), de_type, de_data,'
+             || '  de_extra1, de_extra2, de_extra3, de_extra4'
+             || ' from (select * from moved order by de_deliver_at, de_id) m'
+          using q.queue_name, q.queue_event_seq;
+        get diagnostics v_moved = row_count;
+        v_total := v_total + v_moved;
+    end loop;
+    return v_total;
+end
+$$;
+comment on function pgque.maint_deliver_delayed() is
+    'Moves every due delayed message into its queue as a new event (type and extras kept). Returns how many.';
+
+-- file: functions/receive.sql
+-- The modern API, consuming: subscribe, receive, ack, nack.
+--
+-- receive() opens the consumer's next batch (or returns the open one) and
+-- returns its messages; ack() finishes the whole batch, messages beyond
+-- receive()'s limit included; nack() puts one message of the open batch
+-- back for a later retry, or into the dead letter queue once it has been
+-- retried max_retries times.
+
+create or replace function pgque.subscribe(queue text, consumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.strpos(consumer, '#') > 0 then
+        raise exception 'consumer name must not contain the reserved character #: %', consumer
+            using detail = 'pgque:invalid_argument';
+    end if;
+    return pgque.register_consumer_at(queue, consumer, null);
+end
+$$;
+comment on function pgque.subscribe(text, text) is
+    'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
+
+create or replace function pgque.unsubscribe(queue text, consumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.unregister_consumer(queue, consumer);
+end
+$$;
+comment on function pgque.unsubscribe(text, text) is
+    'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
+
+-- Internal: the first i_limit messages of an open batch (all when NULL),
+-- leaving out events older than the queue's event_ttl.
+create or replace function pgque._batch_messages(i_batch_id bigint, i_limit integer)
+returns setof pgque.message
+language plpgsql
+as $$
+declare
+    v_ttl interval;
+begin
+    select q.queue_event_ttl into v_ttl
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    return query execute
+        'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
+        || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
+        || ' from (' || pgque.batch_event_sql(i_batch_id) || ') b'
+        || ' where $2 is null or b.ev_time >= now() - $2'
+        || ' order by b.ev_id limit $3'
+      using i_batch_id, v_ttl, i_limit;
+end
+$$;
+
+create or replace function pgque.receive(
+    i_queue text, i_consumer text, i_max_return integer default 100)
+returns setof pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    if i_max_return is null or i_max_return < 1 then
+        raise exception 'pgque.receive: max_return must be >= 1, got %',
+            coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    if pgque._is_slot_consumer(i_consumer) then
+        raise exception 'consumer % is a partition slot consumer; use pgque.receive_partitioned()',
+            i_consumer using detail = 'pgque:partition_slot';
+    end if;
+    loop
+        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        -- An empty window: nothing to ack, so finish it here and look at
+        -- the next one (a bounded number per call).
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
+end
+$$;
+comment on function pgque.receive(text, text, integer) is
+    'Returns up to i_max_return messages of the consumer''s open or next batch, by msg_id; the same batch again until ack(). Empty batches are finished internally.';
+
+create or replace function pgque.ack(i_batch_id bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
+    return pgque.finish_batch(i_batch_id);
+end
+$$;
+comment on function pgque.ack(bigint) is
+    'Finishes the whole batch (every message in it, returned or not). Returns 1, or 0 with a WARNING when it is not open.';
+
+-- Internal: the modern ack/nack leave partition slots' batches to the slot API.
+create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
+returns void
+language plpgsql
+as $$
+declare
+    v_name text;
+begin
+    select c.co_name into v_name
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_batch = i_batch_id;
+    if v_name is not null and pgque._is_slot_consumer(v_name) then
+        raise exception 'batch % belongs to partition slot consumer %; %', i_batch_id, v_name, i_hint
+            using detail = 'pgque:partition_slot';
+    end if;
+end
+$$;
+
+-- Internal: dead-letters one event of an open batch for the batch's consumer.
+-- Idempotent per (queue, consumer, event).
+create or replace function pgque._dead_letter(
+    i_batch_id bigint, i_event pgque.event_template, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_sub record;
+begin
+    -- A cooperative member's dead letters belong to its group's main consumer.
+    select m.sub_queue, m.sub_consumer into v_sub
+      from pgque.subscription s
+      join pgque.subscription m on m.sub_queue = s.sub_queue and m.sub_id = s.sub_id
+                               and m.sub_role = case when s.sub_role = 'coop_member'
+                                                     then 'coop_main' else s.sub_role end
+     where s.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    insert into pgque.dead_letter
+        (dl_queue_id, dl_consumer_id, dl_reason, ev_id, ev_time, ev_txid, ev_retry,
+         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (v_sub.sub_queue, v_sub.sub_consumer, i_reason, i_event.ev_id, i_event.ev_time,
+            i_event.ev_txid, i_event.ev_retry, i_event.ev_type, i_event.ev_data,
+            i_event.ev_extra1, i_event.ev_extra2, i_event.ev_extra3, i_event.ev_extra4)
+    on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
+    if found then
+        perform pgque.log_event('warning', 'dlq', 'dead-lettered', jsonb_build_object(
+            'batch', i_batch_id, 'ev_id', i_event.ev_id, 'reason', i_reason));
+    end if;
+    return 1;
+end
+$$;
+
+-- Internal: the nack policy for one event of an open batch: retry it, or
+-- dead-letter it once it was retried max_retries times.
+create or replace function pgque._nack(
+    i_batch_id bigint, i_msg_id bigint, i_retry_after interval, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_event pgque.event_template;
+    v_max_retries integer;
+    v_seconds integer;
+begin
+    select coalesce(q.queue_max_retries, 5) into v_max_retries
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    if i_retry_after is null or i_retry_after < interval '0' then
+        raise exception 'nack: retry_after must be a non-negative interval, got % (batch %)',
+            coalesce(i_retry_after::text, 'NULL'), i_batch_id
+            using detail = 'pgque:invalid_argument';
+    end if;
+    -- Re-read the event from the batch: only its id is taken from the caller.
+    select * into v_event from pgque._batch_events_by_id(i_batch_id, array[i_msg_id]);
+    if not found or i_msg_id is null then
+        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), i_batch_id
+            using detail = 'pgque:event_not_found';
+    end if;
+    if coalesce(v_event.ev_retry, 0) >= v_max_retries then
+        return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'max retries exceeded'));
+    end if;
+    v_seconds := ceil(extract(epoch from i_retry_after))::integer;
+    perform pgque._retry_batch_events(i_batch_id, array[i_msg_id],
+                                      current_timestamp + v_seconds * interval '1 second');
+    return 1;
+end
+$$;
+
+create or replace function pgque.nack(
+    i_batch_id bigint, i_msg pgque.message,
+    i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
+    return pgque._nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack(bigint, pgque.message, interval, text) is
+    'Retries a message of the open batch after i_retry_after, or dead-letters it once retried max_retries times. Only msg_id is read from i_msg. Returns 1; the batch stays open for ack().';
+
+create or replace function pgque.nack(
+    i_batch_id bigint, i_msg_id bigint,
+    i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
+    return pgque._nack(i_batch_id, i_msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack(bigint, bigint, interval, text) is
+    'nack() by message id, for clients that kept only ids.';
+
+create or replace function pgque.dead_letter_event(i_batch_id bigint, i_msg_id bigint, i_reason text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_event pgque.event_template;
+begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.nack_partitioned()');
+    perform 1 from pgque.subscription where sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    -- As nack: the event is re-read from the open batch, never taken from the caller.
+    select * into v_event from pgque._batch_events_by_id(i_batch_id, array[i_msg_id]);
+    if not found or i_msg_id is null then
+        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), i_batch_id
+            using detail = 'pgque:event_not_found';
+    end if;
+    return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'dead-lettered by consumer'));
+end
+$$;
+comment on function pgque.dead_letter_event(bigint, bigint, text) is
+    'Moves a message of the open batch straight to the dead letter queue (the reader''s form of event_dead; the event is re-read from the batch). Returns 1; the batch stays open for ack().';
+
+-- file: functions/dlq.sql
+-- The dead letter queue: inspecting, replaying and purging dead letters.
+
+create or replace function pgque.event_dead(
+    i_batch_id bigint, i_event_id bigint, i_reason text,
+    i_ev_time timestamptz, i_ev_txid xid8, i_ev_retry int4,
+    i_ev_type text, i_ev_data text,
+    i_ev_extra1 text default null, i_ev_extra2 text default null,
+    i_ev_extra3 text default null, i_ev_extra4 text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._dead_letter(
+        i_batch_id,
+        row(i_event_id, i_ev_time, i_ev_txid, null, i_ev_retry, i_ev_type, i_ev_data,
+            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4)::pgque.event_template,
+        i_reason);
+end
+$$;
+comment on function pgque.event_dead(bigint, bigint, text, timestamptz, xid8, int4, text, text, text, text, text, text) is
+    'Admin: records the given event as a dead letter of the open batch''s queue and consumer (idempotent). Returns 1.';
+
+create or replace function pgque.dlq_inspect(i_queue_name text, i_limit_count integer default 100)
+returns setof pgque.dead_letter
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select d.* from pgque.dead_letter d
+      join pgque.queue q on q.queue_id = d.dl_queue_id
+     where q.queue_name = i_queue_name
+     order by d.dl_time desc, d.dl_id desc
+     limit i_limit_count
+$$;
+comment on function pgque.dlq_inspect(text, integer) is
+    'The queue''s newest dead letters first (no rows for an unknown queue).';
+
+-- Internal: replays one locked dead letter as a new event and deletes it.
+create or replace function pgque._dlq_replay_row(i_dl pgque.dead_letter)
+returns bigint
+language plpgsql
+as $$
+declare
+    v_queue_name text;
+    v_ev_id bigint;
+begin
+    select queue_name into v_queue_name from pgque.queue where queue_id = i_dl.dl_queue_id;
+    v_ev_id := pgque._insert_event(v_queue_name, null, now(), null, null,
+                                   i_dl.ev_type, i_dl.ev_data,
+                                   i_dl.ev_extra1, i_dl.ev_extra2, i_dl.ev_extra3, i_dl.ev_extra4);
+    delete from pgque.dead_letter where dl_id = i_dl.dl_id;
+    return v_ev_id;
+end
+$$;
+
+create or replace function pgque.dlq_replay(i_dead_letter_id bigint)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_dl pgque.dead_letter;
+begin
+    -- The row lock makes two concurrent replays of one entry produce one event:
+    -- the second waits, then finds the row gone.
+    select * into v_dl from pgque.dead_letter where dl_id = i_dead_letter_id for update;
+    if not found then
+        raise exception 'dead letter entry not found: %', i_dead_letter_id
+            using detail = 'pgque:dead_letter_not_found';
+    end if;
+    return pgque._dlq_replay_row(v_dl);
+end
+$$;
+comment on function pgque.dlq_replay(bigint) is
+    'Sends a dead letter''s type, payload and extras again as a new event (new id, retry count reset) and deletes the entry. Returns the new event id.';
+
+create or replace function pgque.dlq_replay_all(
+    i_queue_name text, out replayed bigint, out failed bigint, out first_error text)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_dl pgque.dead_letter;
+begin
+    replayed := 0;
+    failed := 0;
+    -- Entries a concurrent replay holds are skipped, not waited for.
+    for v_dl in
+        select d.* from pgque.dead_letter d
+          join pgque.queue q on q.queue_id = d.dl_queue_id
+         where q.queue_name = i_queue_name
+         order by d.dl_id
+           for update of d skip locked
+    loop
+        begin
+            perform pgque._dlq_replay_row(v_dl);
+            replayed := replayed + 1;
+        exception when others then
+            failed := failed + 1;
+            raise warning 'dlq_replay_all: failed to replay dl_id=%, error: %', v_dl.dl_id, sqlerrm;
+            first_error := coalesce(first_error, 'dl_id=' || v_dl.dl_id || ': ' || sqlerrm);
+        end;
+    end loop;
+end
+$$;
+comment on function pgque.dlq_replay_all(text) is
+    'Replays every dead letter of the queue; failures are skipped with a WARNING. Returns (replayed, failed, first_error).';
+
+create or replace function pgque.dlq_purge(i_queue_name text, i_older_than interval default '30 days')
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_count integer;
+begin
+    if i_older_than is null or i_older_than < interval '0' then
+        raise exception 'dlq_purge: older_than must be a non-negative interval, got % (queue %)',
+            coalesce(i_older_than::text, 'NULL'), i_queue_name
+            using detail = 'pgque:invalid_argument';
+    end if;
+    delete from pgque.dead_letter d
+     using pgque.queue q
+     where q.queue_id = d.dl_queue_id and q.queue_name = i_queue_name
+       and d.dl_time < now() - i_older_than;
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function pgque.dlq_purge(text, interval) is
+    'Admin: deletes the queue''s dead letters older than i_older_than. Returns how many.';
+
+-- file: functions/coop.sql
+-- Cooperative consumers: several workers (subconsumers) share one consumer.
+--
+-- The group's main subscription (sub_role 'coop_main', the consumer's own
+-- name) holds the group's position. Each member (sub_role 'coop_member',
+-- consumer name '<consumer>.<subconsumer>') holds at most one open batch;
+-- handing a member a batch moves the main position past it, so every batch
+-- goes to exactly one member. Members share the main row's sub_id, so a
+-- retried event belongs to the group and comes back in whichever batch
+-- carries it, to whichever member takes that batch. Handing out batches
+-- locks the main row: take batches in short transactions (autocommit), then
+-- process and ack.
+
+-- Internal: checks cooperative names; returns the member's consumer name.
+create or replace function pgque._coop_member_name(
+    i_queue text, i_consumer text, i_subconsumer text)
+returns text
+language plpgsql immutable
+as $$
+begin
+    if coalesce(i_queue, '') = '' then
+        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if coalesce(i_consumer, '') = '' then
+        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if coalesce(i_subconsumer, '') = '' then
+        raise exception 'subconsumer name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if pg_catalog.strpos(i_consumer, '.') > 0 then
+        raise exception 'cooperative consumer name must not contain dot: %', i_consumer
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if pg_catalog.strpos(i_subconsumer, '.') > 0 then
+        raise exception 'cooperative subconsumer name must not contain dot: %', i_subconsumer
+            using detail = 'pgque:invalid_argument';
+    end if;
+    return i_consumer || '.' || i_subconsumer;
+end
+$$;
+
+create or replace function pgque.register_subconsumer(
+    i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
+    v_main record;
+    v_member record;
+    v_co_id integer;
+    v_created integer := 0;
+begin
+    select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_role, s.sub_batch into v_main
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where q.queue_name = i_queue and c.co_name = i_consumer
+       for no key update of s;
+    if not found then
+        perform pgque.register_consumer_at(i_queue, i_consumer, null);
+        update pgque.subscription s set sub_role = 'coop_main'
+          from pgque.queue q, pgque.consumer c
+         where q.queue_id = s.sub_queue and c.co_id = s.sub_consumer
+           and q.queue_name = i_queue and c.co_name = i_consumer
+        returning s.sub_queue, s.sub_consumer, s.sub_id, s.sub_role, s.sub_batch into v_main;
+        v_created := 1;
+    elsif v_main.sub_role = 'normal' then
+        if not coalesce(i_convert_normal, false) then
+            raise exception 'consumer % on queue % is already a normal consumer; explicit conversion is required',
+                i_consumer, i_queue using detail = 'pgque:cooperative_consumer';
+        end if;
+        if v_main.sub_batch is not null then
+            raise exception 'cannot convert active normal consumer % on queue % to cooperative main',
+                i_consumer, i_queue using detail = 'pgque:cooperative_consumer';
+        end if;
+        update pgque.subscription set sub_role = 'coop_main'
+         where sub_queue = v_main.sub_queue and sub_consumer = v_main.sub_consumer;
+        v_created := 1;
+    elsif v_main.sub_role <> 'coop_main' then
+        raise exception 'consumer % on queue % is a cooperative subconsumer, not a group',
+            i_consumer, i_queue using detail = 'pgque:cooperative_consumer';
+    end if;
+
+    select s.sub_role into v_member
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = v_main.sub_queue and c.co_name = v_member_name;
+    if found then
+        if v_member.sub_role <> 'coop_member' then
+            raise exception 'consumer % on queue % is already a normal consumer; explicit conversion is required',
+                v_member_name, i_queue using detail = 'pgque:cooperative_consumer';
+        end if;
+        return v_created;
+    end if;
+    insert into pgque.consumer (co_name) values (v_member_name) on conflict (co_name) do nothing;
+    select co_id into v_co_id from pgque.consumer where co_name = v_member_name for update;
+    insert into pgque.subscription (sub_id, sub_queue, sub_consumer, sub_last_tick, sub_role)
+    values (v_main.sub_id, v_main.sub_queue, v_co_id, null, 'coop_member');
+    perform pgque.log_event('info', 'consumer', 'subconsumer registered', jsonb_build_object(
+        'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer));
+    return 1;
+end
+$$;
+comment on function pgque.register_subconsumer(text, text, text, boolean) is
+    'Adds a subconsumer to a cooperative consumer, creating the group if needed (converting a normal consumer only with i_convert_normal). Returns 1 when something was created, else 0.';
+
+create or replace function pgque.subscribe_subconsumer(
+    i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal);
+end
+$$;
+comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
+    'Alias of register_subconsumer.';
+
+-- Internal: the nack policy for every event of an open batch at once.
+create or replace function pgque._nack_batch(i_batch_id bigint, i_retry_after interval, i_reason text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_max_retries integer;
+    v_event pgque.event_template;
+    v_count integer := 0;
+begin
+    select coalesce(q.queue_max_retries, 5) into v_max_retries
+      from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+     where s.sub_batch = i_batch_id;
+    for v_event in
+        select * from pgque._batch_events_by_id(i_batch_id, null)
+         where coalesce(ev_retry, 0) >= v_max_retries
+    loop
+        perform pgque._dead_letter(i_batch_id, v_event, i_reason);
+        v_count := v_count + 1;
+    end loop;
+    insert into pgque.retry_queue
+        (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,
+         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    select current_timestamp + i_retry_after, s.sub_queue, e.ev_id, e.ev_time, null, s.sub_id,
+           coalesce(e.ev_retry, 0) + 1, e.ev_type, e.ev_data,
+           e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
+      from pgque._batch_events_by_id(i_batch_id, null) e
+      join pgque.subscription s on s.sub_batch = i_batch_id
+     where coalesce(e.ev_retry, 0) < v_max_retries
+    on conflict (ev_owner, ev_id) do nothing;
+    return v_count;
+end
+$$;
+
+create or replace function pgque.unregister_subconsumer(
+    i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
+    v_member record;
+begin
+    if i_batch_handling is null or i_batch_handling not in (0, 1) then
+        raise exception 'unsupported batch_handling value: %', coalesce(i_batch_handling::text, 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_batch into v_member
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where q.queue_name = i_queue and c.co_name = v_member_name and s.sub_role = 'coop_member'
+       for update of s;
+    if not found then
+        return 0;
+    end if;
+    if v_member.sub_batch is not null then
+        if i_batch_handling = 0 then
+            raise exception 'cannot unregister active cooperative subconsumer %/%/% without batch_handling = 1',
+                i_queue, i_consumer, i_subconsumer using detail = 'pgque:cooperative_consumer';
+        end if;
+        -- Its batch goes back through the nack policy, then is closed.
+        perform pgque._nack_batch(v_member.sub_batch, interval '60 seconds',
+                                  'subconsumer unregistered');
+    end if;
+    delete from pgque.subscription
+     where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+    delete from pgque.consumer c
+     where c.co_id = v_member.sub_consumer
+       and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
+    -- The last member gone: the group is a normal consumer again.
+    update pgque.subscription m set sub_role = 'normal'
+     where m.sub_queue = v_member.sub_queue and m.sub_id = v_member.sub_id
+       and m.sub_role = 'coop_main'
+       and not exists (select 1 from pgque.subscription s
+                        where s.sub_queue = m.sub_queue and s.sub_id = m.sub_id
+                          and s.sub_role = 'coop_member');
+    perform pgque.log_event('info', 'consumer', 'subconsumer unregistered', jsonb_build_object(
+        'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer));
+    return 1;
+end
+$$;
+comment on function pgque.unregister_subconsumer(text, text, text, integer) is
+    'Removes a subconsumer; with an open batch only when i_batch_handling = 1, which first retries or dead-letters its events. Returns 1, or 0 when not registered.';
+
+create or replace function pgque.unsubscribe_subconsumer(
+    i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling);
+end
+$$;
+comment on function pgque.unsubscribe_subconsumer(text, text, text, integer) is
+    'Alias of unregister_subconsumer.';
+
+create or replace function pgque.touch_subconsumer(i_queue text, i_consumer text, i_subconsumer text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_count integer;
+begin
+    update pgque.subscription s set sub_active = now()
+      from pgque.queue q, pgque.consumer c
+     where q.queue_id = s.sub_queue and c.co_id = s.sub_consumer
+       and q.queue_name = i_queue
+       and c.co_name = pgque._coop_member_name(i_queue, i_consumer, i_subconsumer)
+       and s.sub_role = 'coop_member';
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+comment on function pgque.touch_subconsumer(text, text, text) is
+    'Heartbeat of a subconsumer (its last-seen time), so others do not take over its batch. Returns rows touched.';
+
+create or replace function pgque.next_batch_custom(
+    i_queue text, i_consumer text, i_subconsumer text,
+    i_min_lag interval, i_min_count int4, i_min_interval interval,
+    i_dead_interval interval default null,
+    out batch_id bigint, out prev_tick_id bigint, out next_tick_id bigint)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
+    v_member record;
+    v_main record;
+    v_dead record;
+    v_next record;
+begin
+    select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_batch, s.sub_last_tick, s.sub_next_tick
+      into v_member
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where q.queue_name = i_queue and c.co_name = v_member_name and s.sub_role = 'coop_member'
+       for no key update of s;
+    if not found then
+        raise exception 'Not subscriber to queue: %/%', i_queue, v_member_name
+            using detail = 'pgque:consumer_not_found';
+    end if;
+
+    -- The member's open batch again; the call doubles as a heartbeat.
+    if v_member.sub_batch is not null then
+        update pgque.subscription set sub_active = now()
+         where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+        batch_id := v_member.sub_batch;
+        prev_tick_id := v_member.sub_last_tick;
+        next_tick_id := v_member.sub_next_tick;
+        return;
+    end if;
+
+    -- One member of the group at a time from here: the main row is the cursor.
+    select m.sub_consumer, m.sub_last_tick, t.tick_time, t.tick_event_seq into v_main
+      from pgque.subscription m
+      join pgque.tick t on t.tick_queue = m.sub_queue and t.tick_id = m.sub_last_tick
+     where m.sub_queue = v_member.sub_queue and m.sub_id = v_member.sub_id
+       and m.sub_role = 'coop_main'
+       for no key update of m;
+    if not found then
+        raise exception 'pgque corruption: cooperative consumer % on queue % has no main position',
+            i_consumer, i_queue using detail = 'pgque:corruption';
+    end if;
+
+    -- A member silent for longer than i_dead_interval loses its batch to us,
+    -- under a new batch id, so its late ack or nack fails.
+    if i_dead_interval is not null then
+        select s.sub_consumer, s.sub_batch, s.sub_last_tick, s.sub_next_tick into v_dead
+          from pgque.subscription s
+         where s.sub_queue = v_member.sub_queue and s.sub_id = v_member.sub_id
+           and s.sub_role = 'coop_member' and s.sub_batch is not null
+           and s.sub_active < now() - i_dead_interval
+         order by s.sub_active
+         limit 1
+           for no key update skip locked;
+        if found then
+            update pgque.subscription
+               set sub_batch = null, sub_last_tick = null, sub_next_tick = null
+             where sub_queue = v_member.sub_queue and sub_consumer = v_dead.sub_consumer;
+            batch_id := pg_catalog.nextval('pgque.batch_id_seq');
+            prev_tick_id := v_dead.sub_last_tick;
+            next_tick_id := v_dead.sub_next_tick;
+            update pgque.subscription
+               set sub_batch = batch_id, sub_last_tick = prev_tick_id,
+                   sub_next_tick = next_tick_id, sub_active = now()
+             where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+            perform pgque.log_event('warning', 'consumer', 'batch taken over', jsonb_build_object(
+                'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer,
+                'batch', batch_id, 'old_batch', v_dead.sub_batch));
+            return;
+        end if;
+    end if;
+
+    if i_min_count is null and i_min_interval is null then
+        select tick_id, tick_time into v_next from pgque.tick
+         where tick_queue = v_member.sub_queue and tick_id > v_main.sub_last_tick
+         order by tick_id limit 1;
+    else
+        select h.next_tick_id as tick_id, h.next_tick_time as tick_time into v_next
+          from pgque.find_tick_helper(v_member.sub_queue, v_main.sub_last_tick, v_main.tick_time,
+                                      v_main.tick_event_seq, i_min_count, i_min_interval) h;
+    end if;
+    if v_next.tick_id is null
+       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+        return;
+    end if;
+
+    batch_id := pg_catalog.nextval('pgque.batch_id_seq');
+    prev_tick_id := v_main.sub_last_tick;
+    next_tick_id := v_next.tick_id;
+    update pgque.subscription
+       set sub_batch = batch_id, sub_last_tick = prev_tick_id, sub_next_tick = next_tick_id,
+           sub_active = now()
+     where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+    update pgque.subscription set sub_last_tick = next_tick_id, sub_active = now()
+     where sub_queue = v_member.sub_queue and sub_consumer = v_main.sub_consumer;
+end
+$$;
+comment on function pgque.next_batch_custom(text, text, text, interval, int4, interval, interval) is
+    'Cooperative form: the subconsumer''s open batch, a dead member''s batch (taken over under a new id), or the group''s next batch under the thresholds.';
+
+create or replace function pgque.next_batch(
+    i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
+                                    i_dead_interval)).batch_id;
+end
+$$;
+comment on function pgque.next_batch(text, text, text, interval) is
+    'Cooperative form of next_batch for one subconsumer. Returns the batch id or NULL.';
+
+create or replace function pgque.receive_coop(
+    i_queue text, i_consumer text, i_subconsumer text,
+    i_max_return integer default 100, i_dead_interval interval default null)
+returns setof pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    if i_max_return is null or i_max_return < 1 then
+        raise exception 'pgque.receive_coop: max_return must be >= 1, got %',
+            coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, false);
+    loop
+        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
+                                               i_dead_interval)).batch_id;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
+end
+$$;
+comment on function pgque.receive_coop(text, text, text, integer, interval) is
+    'Cooperative receive: registers the subconsumer if needed and returns up to i_max_return messages of its batch (taking over a batch idle longer than i_dead_interval). Empty batches are finished internally.';
+
+-- file: functions/idem.sql
+-- Idempotent send: at most one event per (queue, idem_key) while the key lives.
+--
+-- The key is claimed through the primary key of pgque.idem with an upsert:
+-- a concurrent send of the same key waits for the first transaction, then
+-- either sees its event (deduped) or, if it rolled back, claims the key
+-- itself. No advisory lock; the claim lives and dies with its transaction.
+
+-- Internal: the body of both send_idem overloads.
+create or replace function pgque._send_idem(
+    i_queue text, i_type text, i_payload text, i_idem_key text, i_ttl interval,
+    i_partition_key text, out event_id bigint, out deduped boolean)
+language plpgsql
+as $$
+declare
+    q record;
+    v_id bigint;
+    v_claimed bigint;
+begin
+    if i_idem_key is null then
+        raise exception 'idem_key must not be null' using detail = 'pgque:invalid_argument';
+    end if;
+    if i_ttl is null or i_ttl <= interval '0' then
+        raise exception 'ttl must be a positive interval' using detail = 'pgque:invalid_argument';
+    end if;
+    select queue_id, queue_event_seq, queue_extra_maint into q
+      from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    -- First use: maint() reaps this queue's expired keys from now on.
+    if not 'pgque.maint_idem' = any (coalesce(q.queue_extra_maint, '{}')) then
+        update pgque.queue
+           set queue_extra_maint = pg_catalog.array_append(
+                   coalesce(queue_extra_maint, '{}'), 'pgque.maint_idem')
+         where queue_id = q.queue_id
+           and not 'pgque.maint_idem' = any (coalesce(queue_extra_maint, '{}'));
+    end if;
+
+    v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
+    insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
+    values (q.queue_id, i_idem_key, v_id, now() + i_ttl)
+    on conflict (queue_id, idem_key) do update
+       set event_id = excluded.event_id, expires_at = excluded.expires_at
+     where i.expires_at <= now()
+    returning i.event_id into v_claimed;
+
+    if v_claimed is null then
+        -- A live claim exists: the send it made is the answer.
+        select i.event_id into event_id from pgque.idem i
+         where i.queue_id = q.queue_id and i.idem_key = i_idem_key;
+        deduped := true;
+        return;
+    end if;
+    event_id := pgque._insert_event(i_queue, v_id, now(), null, null, i_type, i_payload,
+                                    i_partition_key, i_idem_key, null, null);
+    deduped := false;
+end
+$$;
+
+create or replace function pgque.send_idem(
+    i_queue text, i_type text, i_payload text, i_idem_key text,
+    i_ttl interval default '1 hour', i_partition_key text default null)
+returns table (event_id bigint, deduped boolean)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key,
+                                                i_ttl, i_partition_key);
+end
+$$;
+comment on function pgque.send_idem(text, text, text, text, interval, text) is
+    'Sends a verbatim text message once per idempotency key within i_ttl (key in ev_extra2, partition key in ev_extra1). Returns (event_id, deduped).';
+
+create or replace function pgque.send_idem(
+    i_queue text, i_type text, i_payload jsonb, i_idem_key text,
+    i_ttl interval default '1 hour', i_partition_key text default null)
+returns table (event_id bigint, deduped boolean)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key,
+                                                i_ttl, i_partition_key);
+end
+$$;
+comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
+    'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
+
+create or replace function pgque.maint_idem(i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_deleted integer;
+begin
+    -- At most 10 000 keys a call; 1 means "call again".
+    delete from pgque.idem
+     where ctid = any (array(
+         select i.ctid from pgque.idem i join pgque.queue q on q.queue_id = i.queue_id
+          where (i_queue_name is null or q.queue_name = i_queue_name)
+            and i.expires_at <= now()
+          limit 10000));
+    get diagnostics v_deleted = row_count;
+    return case when v_deleted >= 10000 then 1 else 0 end;
+end
+$$;
+comment on function pgque.maint_idem(text) is
+    'Deletes up to 10 000 expired idempotency keys of the queue (NULL: all queues). Returns 1 while more may remain, else 0.';
+
+create or replace function pgque.maint_idem()
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque.maint_idem(null);
+end
+$$;
+comment on function pgque.maint_idem() is
+    'maint_idem for every queue.';
+
+-- file: functions/partition.sql
+-- Partition keys: per-key ordered processing by N fixed slots.
+--
+-- A message's partition key is stored in ev_extra1. Slot k of consumer C is
+-- an ordinary subscription named 'C#k/N' that reads the whole stream and
+-- keeps the messages whose key hashes to k (NULL keys go to slot 0), so one
+-- key's messages stay in order within one slot. A worker holds a slot by a
+-- lease kept in pgque.partition_slot (owner, expiry, fencing epoch), so it
+-- works through transaction-mode poolers; every slot call renews the lease
+-- and refuses anyone else.
+
+create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload::text,
+                               i_partition_key, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, jsonb, text) is
+    'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
+
+create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+                               i_partition_key, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, text, text) is
+    'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
+
+-- Internal: the slot of a partition key among i_n slots.
+create or replace function pgque._partition_slot(i_key text, i_n integer)
+returns integer
+language sql immutable parallel safe
+as $$
+    select case when i_key is null then 0
+                else ((pg_catalog.hashtextextended(i_key, 0) % i_n + i_n) % i_n)::integer end
+$$;
+
+-- Internal: the subscription name of slot i_slot of i_n.
+create or replace function pgque._slot_consumer(i_consumer text, i_slot integer, i_n integer)
+returns text
+language sql immutable
+as $$ select i_consumer || '#' || i_slot || '/' || i_n $$;
+
+-- Internal: is this consumer name a partition slot's subscription?
+create or replace function pgque._is_slot_consumer(i_name text)
+returns boolean
+language sql immutable
+as $$ select pg_catalog.strpos(i_name, '#') > 0 and i_name ~ '#[0-9]+/[0-9]+$' $$;
+
+-- Internal: the queue id after checking the consumer is partitioned with i_n
+-- slots (NULL i_n: any) and i_slot is one of them.
+create or replace function pgque._partitioned_queue(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_check_n boolean)
+returns integer
+language plpgsql
+as $$
+declare
+    v_queue_id integer;
+    v_n integer;
+begin
+    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    select n into v_n from pgque.partition_consumer
+     where queue_id = v_queue_id and co_name = i_consumer;
+    if not found then
+        raise exception 'consumer % on queue % is not a partitioned consumer; call pgque.subscribe_slot() first',
+            i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+    end if;
+    if i_check_n and i_n is distinct from v_n then
+        raise exception 'wrong slot count for consumer % on queue %: pinned n=%, caller passed n=%',
+            i_consumer, i_queue, v_n, coalesce(i_n::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    if i_slot is null or i_slot < 0 or i_slot >= v_n then
+        raise exception 'slot % of consumer % on queue % is out of range 0..%',
+            coalesce(i_slot::text, 'NULL'), i_consumer, i_queue, v_n - 1
+            using detail = 'pgque:invalid_argument';
+    end if;
+    return v_queue_id;
+end
+$$;
+
+-- Internal: checks that i_worker holds the slot's lease and renews it.
+create or replace function pgque._hold_slot(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+returns integer
+language plpgsql
+as $$
+declare
+    v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
+    v_lease record;
+begin
+    select lease_owner, lease_until into v_lease from pgque.partition_slot
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
+       for no key update;
+    if v_lease.lease_owner is null
+       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= now()) then
+        raise exception 'slot % of consumer % on queue % is not leased; call pgque.claim_slot() first',
+            i_slot, i_consumer, i_queue using detail = 'pgque:not_leased';
+    end if;
+    if v_lease.lease_owner is distinct from i_worker then
+        raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
+            i_slot, i_consumer, i_queue, v_lease.lease_owner, coalesce(i_worker, 'NULL')
+            using detail = 'pgque:fenced';
+    end if;
+    update pgque.partition_slot set lease_until = now() + lease_ttl
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+    return v_queue_id;
+end
+$$;
+
+create or replace function pgque.subscribe_slot(i_queue text, i_consumer text, i_slot integer, i_n integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_n integer;
+begin
+    if coalesce(i_consumer, '') = '' then
+        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if pg_catalog.strpos(i_consumer, '#') > 0 then
+        raise exception 'consumer name must not contain the reserved character #: %', i_consumer
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_n is null or i_n < 1 then
+        raise exception 'slot count must be >= 1, got % (consumer % on queue %)',
+            coalesce(i_n::text, 'NULL'), i_consumer, i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
+    end if;
+    insert into pgque.partition_consumer (queue_id, co_name, n)
+    values (v_queue_id, i_consumer, i_n)
+    on conflict (queue_id, co_name) do nothing;
+    select n into v_n from pgque.partition_consumer
+     where queue_id = v_queue_id and co_name = i_consumer for update;
+    if v_n <> i_n then
+        raise exception 'consumer % on queue % is pinned to n=%; got n=% (unsubscribe all slots to change the slot count)',
+            i_consumer, i_queue, v_n, i_n using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
+    perform pgque.register_consumer_at(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n), null);
+    insert into pgque.partition_slot (queue_id, co_name, slot)
+    values (v_queue_id, i_consumer, i_slot)
+    on conflict do nothing;
+end
+$$;
+comment on function pgque.subscribe_slot(text, text, integer, integer) is
+    'Subscribes slot i_slot of i_n of a partitioned consumer (its subscription is named consumer#slot/n). N is pinned per queue and consumer.';
+
+create or replace function pgque.unsubscribe_slot(i_queue text, i_consumer text, i_slot integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_n integer;
+begin
+    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    select n into v_n from pgque.partition_consumer
+     where queue_id = v_queue_id and co_name = i_consumer for update;
+    perform pgque.unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
+    delete from pgque.partition_slot
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+    -- The last slot gone: the slot count is no longer pinned.
+    delete from pgque.partition_consumer p
+     where p.queue_id = v_queue_id and p.co_name = i_consumer
+       and not exists (select 1 from pgque.partition_slot s
+                        where s.queue_id = p.queue_id and s.co_name = p.co_name);
+end
+$$;
+comment on function pgque.unsubscribe_slot(text, text, integer) is
+    'Removes one slot''s subscription and lease; the last one unpins the slot count.';
+
+create or replace function pgque.claim_slot(
+    i_queue text, i_consumer text, i_slot integer, i_worker text,
+    i_ttl interval default '30 seconds')
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer;
+    v_lease record;
+begin
+    if coalesce(i_worker, '') = '' then
+        raise exception 'worker id must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if i_ttl is null or i_ttl < interval '1 second' then
+        raise exception 'lease ttl must be >= 1 second, got %', coalesce(i_ttl::text, 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    select lease_owner, lease_until, epoch into v_lease from pgque.partition_slot
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
+       for no key update;
+    if not found then
+        raise exception 'slot % of consumer % on queue % is not subscribed; call pgque.subscribe_slot() first',
+            i_slot, i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+    end if;
+    if v_lease.lease_owner = i_worker and v_lease.lease_until > now() then
+        -- The holder renews: same epoch.
+        update pgque.partition_slot set lease_until = now() + i_ttl, lease_ttl = i_ttl
+         where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+        return v_lease.epoch;
+    end if;
+    if v_lease.lease_owner is not null and v_lease.lease_until > now() then
+        raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
+            i_slot, i_consumer, i_queue, v_lease.lease_owner, i_worker using detail = 'pgque:fenced';
+    end if;
+    -- A free or expired lease: a new holder, a new epoch.
+    update pgque.partition_slot
+       set lease_owner = i_worker, lease_until = now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
+    return v_lease.epoch + 1;
+end
+$$;
+comment on function pgque.claim_slot(text, text, integer, text, interval) is
+    'Takes (epoch + 1) or renews (same epoch) the lease on a slot for a worker. Returns the epoch.';
+
+create or replace function pgque.release_slot(i_queue text, i_consumer text, i_slot integer, i_worker text)
+returns boolean
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+begin
+    update pgque.partition_slot set lease_owner = null, lease_until = null
+     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
+       and lease_owner = i_worker;
+    return found;
+end
+$$;
+comment on function pgque.release_slot(text, text, integer, text) is
+    'Gives up the worker''s lease on a slot. Returns false when the worker did not hold it.';
+
+create or replace function pgque.receive_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
+    i_max integer default 100)
+returns setof pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text := pgque._slot_consumer(i_consumer, i_slot, i_n);
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    if i_max is null or i_max < 1 then
+        raise exception 'pgque.receive_partitioned: max must be >= 1, got %',
+            coalesce(i_max::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
+    loop
+        v_batch_id := (pgque.next_batch_custom(i_queue, v_name, null, null, null)).batch_id;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query
+            select m.* from pgque._batch_messages(v_batch_id, null) m
+             where pgque._partition_slot(m.extra1, i_n) = i_slot
+             order by m.msg_id limit i_max;
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        -- Nothing of this slot in the batch: finish it here.
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
+end
+$$;
+comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is
+    'Returns up to i_max messages of the slot''s batch whose partition key hashes to the slot; the caller must hold the slot''s lease.';
+
+create or replace function pgque.ack_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
+    v_batch_id bigint;
+begin
+    select s.sub_batch into v_batch_id
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    if v_batch_id is null then
+        return 0;
+    end if;
+    return pgque.finish_batch(v_batch_id);
+end
+$$;
+comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
+    'Finishes the slot''s open batch. Returns 1, or 0 when the slot has none.';
+
+create or replace function pgque.nack_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
+    i_msg pgque.message, i_retry_after interval default '60 seconds', i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
+    v_batch_id bigint;
+begin
+    select s.sub_batch into v_batch_id
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    if v_batch_id is null then
+        raise exception 'batch not found: %', coalesce(i_msg.batch_id::text, 'NULL')
+            using detail = 'pgque:batch_not_found';
+    end if;
+    return pgque._nack(v_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+end
+$$;
+comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
+    'nack() for a message of the slot''s open batch; the caller must hold the slot''s lease.';
+
+create or replace view pgque.partition_slot_status as
+select q.queue_name, ps.co_name as consumer, ps.slot, pc.n,
+       ps.lease_owner, ps.lease_until, ps.epoch,
+       s.sub_last_tick as last_tick,
+       last.tick_event_seq - t.tick_event_seq as pending_events
+  from pgque.partition_slot ps
+  join pgque.partition_consumer pc on pc.queue_id = ps.queue_id and pc.co_name = ps.co_name
+  join pgque.queue q on q.queue_id = ps.queue_id
+  left join pgque.consumer c on c.co_name = ps.co_name || '#' || ps.slot || '/' || pc.n
+  left join pgque.subscription s on s.sub_queue = ps.queue_id and s.sub_consumer = c.co_id
+  left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+  left join lateral (
+      select lt.tick_event_seq from pgque.tick lt
+       where lt.tick_queue = ps.queue_id order by lt.tick_id desc limit 1) last on true;
+comment on view pgque.partition_slot_status is
+    'Every partition slot: its lease, epoch, position and estimated pending events.';
+
+-- file: functions/lifecycle.sql
+-- lifecycle: written with the lifecycle and observability work.
+
+-- file: functions/observability.sql
+-- observability: written with the lifecycle and observability work.
+
+-- file: functions/test_helpers.sql
+-- test helpers: written with the lifecycle and observability work.
+
+-- file: functions/spark.sql
+-- Spark connector support: written with the Spark work.
+
 -- file: functions/triggers.sql
--- CDC triggers (jsontriga, logutriga, sqltriga): written by the triggers work.
+-- CDC triggers: turn row changes into queue events (PgQ's jsontriga, logutriga, sqltriga).
+--
+--   create trigger t after insert or update or delete on tbl
+--       for each row execute function pgque.jsontriga('queue' [, arg ...]);
+--   create trigger t_trunc after truncate on tbl
+--       for each statement execute function pgque.jsontriga('queue');
+--
+-- Every change becomes one event, inserted with pgque.insert_event(queue, type, data,
+-- extra1..extra4). ev_extra1 is 'schema.table' (unquoted). The three formats:
+--
+-- * jsontriga (recommended): ev_type is the JSON object
+--   {"op":"INSERT|UPDATE|DELETE|TRUNCATE","table":["schema","table"],"pkey":["col",...]};
+--   ev_data is a JSON object of the row's columns in column order. int2/int4/int8 are
+--   JSON numbers, bool JSON booleans, NULL null; timestamptz, timestamp and date are ISO
+--   8601 strings ("2009-09-19T11:59:48.599+00:00"); every other type (domains included)
+--   is the JSON string of the type's text output. TRUNCATE: data {}.
+-- * logutriga: ev_type is 'I:', 'U:' or 'D:' followed by the key column list;
+--   ev_data is urlencoded 'col=value&col2=value' (NULL: the bare column name; bytes
+--   other than A-Z a-z 0-9 - . _ as %xx in lowercase hex, space as +). TRUNCATE: 'R', ''.
+-- * sqltriga: ev_type is 'I', 'U' or 'D'; ev_data is a SQL fragment: INSERT
+--   '(c1,c2) values (''v1'',null)', UPDATE 'c2=''v'',c3=NULL where k=''1''' (only the
+--   changed columns; when nothing changed the first key column is set to itself),
+--   DELETE 'k=''1'' and k2=''2'''. Identifiers as quote_ident, values as quote_literal
+--   (E'' strings when backslashes are involved). TRUNCATE: 'R', ''.
+--
+-- The row that is encoded is the new row, or the old one for DELETE. Values use the
+-- type's output function, so they follow the session's DateStyle, IntervalStyle etc.
+--
+-- Trigger arguments after the queue name, in any order:
+--   SKIP          BEFORE trigger only: the event is produced but the row change is not
+--   backup        UPDATE: the old row, in the same encoding (urlencoded for sqltriga),
+--                 goes to ev_extra2
+--   deny          refuse every change (and TRUNCATE) with an error
+--   ignore=a,b    leave the columns out of the data; an UPDATE that changes only
+--                 ignored columns (or _pgq_ev_* columns) produces no event. sqltriga
+--                 always drops such updates.
+--   pkey=a,b      the key columns, instead of the primary key (jsontriga's "pkey" is
+--                 this text split at commas); of several ignore= or pkey= the last counts
+--   ev_type=, ev_data=, ev_extra1= .. ev_extra4=, when=
+--                 SQL expressions over the row's columns (write them as bare column
+--                 names), evaluated read-only, in argument order; the first of each
+--                 kind counts. The result's text output replaces the field; when= must
+--                 give a boolean and the event is produced only if it is true.
+-- Columns named _pgq_ev_type, _pgq_ev_data and _pgq_ev_extra1..4 (deprecated) replace
+-- that field with their value (NULL included) and are left out of the data; an
+-- expression argument for the same field wins.
+--
+-- Key columns: a column is a key column when its name appears in the key list (the
+-- pkey= text, or the primary key columns joined by ',') delimited by commas, white
+-- space or the ends of the list, exactly as PgQ matches names. UPDATE and DELETE need
+-- a non-empty key list; an UPDATE may not change a key column. Whether a column
+-- changed is decided by the equality of its type's default btree (else hash) operator
+-- class, as for 1.0 and 1.00, or by the text output for types without one (json, box)
+-- and, as in PgQ, for array columns.
+--
+-- In session_replication_role 'local' the triggers do nothing (no event, no checks,
+-- SKIP ignored). In 'replica' ordinary triggers do not fire at all; make the trigger
+-- ENABLE ALWAYS or ENABLE REPLICA to capture changes there.
+--
+-- Privileges: the triggers and their helpers are SECURITY INVOKER, like PgQ's: they
+-- run as the user doing the DML, who must be able to reach pgque.insert_event, i.e.
+-- be a member of pgque_writer (which gets EXECUTE on the functions below). Trigger
+-- argument expressions run as that user too, read-only, with the caller's search_path.
+-- Functions, types and catalogs are schema-qualified; operators are left to
+-- pg_catalog's implicit place at the head of the search path, except in the generated
+-- value comparisons, which name the operator's schema.
+
+-- Urlencodes a text value byte by byte in the database encoding.
+create or replace function pgque._trigger_urlencode(i_value text)
+returns text
+language sql
+stable strict
+as $$
+    select case
+        when i_value ~ '^[A-Za-z0-9._-]*$' then i_value
+        else (
+            select pg_catalog.string_agg(
+                       case
+                           when b.v between 48 and 57 or b.v between 65 and 90
+                                or b.v between 97 and 122 or b.v in (45, 46, 95)
+                               then pg_catalog.chr(b.v)
+                           when b.v = 32 then '+'
+                           else '%' || pg_catalog.lpad(pg_catalog.to_hex(b.v), 2, '0')
+                       end,
+                       '' order by x.i)
+              from (select pg_catalog.convert_to(i_value, pg_catalog.getdatabaseencoding())
+                               as bytes) s,
+                   pg_catalog.generate_series(0, pg_catalog.length(s.bytes) - 1) as x(i),
+                   lateral (select pg_catalog.get_byte(s.bytes, x.i) as v) b)
+    end
+$$;
+comment on function pgque._trigger_urlencode(text) is
+    'CDC trigger helper: urlencodes a value as logutriga does (%xx lowercase, + for space).';
+
+-- True when i_name occurs in i_list delimited by a comma, white space or an end of the
+-- list (PgQ's matching of ignore= and key column names; no trimming, no quoting).
+create or replace function pgque._trigger_list_has(i_list text, i_name text)
+returns boolean
+language sql
+immutable strict
+as $$
+    select pg_catalog.strpos(i_list, i_name) > 0
+       and exists (
+           select 1
+             from (select e', \t\n\r\f' || pg_catalog.chr(11) as delims,
+                          pg_catalog.length(i_name) as len) c,
+                  pg_catalog.generate_series(1, pg_catalog.length(i_list) - c.len + 1) as p(pos)
+            where pg_catalog.substr(i_list, p.pos, c.len) = i_name
+              and (p.pos = 1
+                   or pg_catalog.strpos(c.delims, pg_catalog.substr(i_list, p.pos - 1, 1)) > 0)
+              and (p.pos + c.len > pg_catalog.length(i_list)
+                   or pg_catalog.strpos(c.delims, pg_catalog.substr(i_list, p.pos + c.len, 1)) > 0))
+$$;
+comment on function pgque._trigger_list_has(text, text) is
+    'CDC trigger helper: whether a name is in an ignore=/key list (comma or space delimited).';
+
+-- The equality operator the triggers compare values of a type with, as SQL text
+-- ('operator(schema.name)'), or NULL when the type has none (values are then compared
+-- by their text output). Like PostgreSQL's type cache: the equality of the default
+-- btree operator class, else of the default hash class; a domain compares as its base
+-- type; an array or composite only when its elements / fields have an equality. As in
+-- PgQ, array columns themselves are compared by their text (i_nested false), while
+-- arrays inside composites are compared as values (i_nested true).
+create or replace function pgque._trigger_eq_operator(i_type oid, i_nested boolean)
+returns text
+language plpgsql
+stable strict
+as $$
+declare
+    v_base oid := i_type;
+    v_type record;
+    v_intypes oid[];
+    v_found record;
+begin
+    -- Common built-in types whose default btree equality is pg_catalog.= (bool, bytea,
+    -- "char", name, int8, int2, int4, text, oid, float4, float8, bpchar, varchar, date,
+    -- time, timestamp, timestamptz, interval, timetz, numeric, uuid, jsonb).
+    if i_type = any ('{16,17,18,19,20,21,23,25,26,700,701,1042,1043,1082,1083,1114,1184,'
+                     '1186,1266,1700,2950,3802}'::oid[]) then
+        return 'operator(pg_catalog.=)';
+    end if;
+    loop
+        select t.typtype, t.typbasetype, t.typelem, t.typrelid,
+               t.typsubscript = 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
+                   and t.typelem <> 0 as is_array
+          into v_type
+          from pg_catalog.pg_type t
+         where t.oid = v_base;
+        if not found then
+            return null;
+        end if;
+        exit when v_type.typtype <> 'd';
+        v_base := v_type.typbasetype;
+    end loop;
+    if v_type.is_array and not i_nested then
+        return null;
+    end if;
+
+    -- The input types a default operator class usable for v_base may have: the type
+    -- itself, the matching polymorphic type, or one it is binary coercible to.
+    v_intypes := array[v_base, case
+                           when v_type.is_array then 'pg_catalog.anyarray'::pg_catalog.regtype
+                           when v_type.typtype = 'e' then 'pg_catalog.anyenum'::pg_catalog.regtype
+                           when v_type.typtype = 'r' then 'pg_catalog.anyrange'::pg_catalog.regtype
+                           when v_type.typtype = 'm'
+                               then 'pg_catalog.anymultirange'::pg_catalog.regtype
+                           when v_type.typtype = 'c' then 'pg_catalog.record'::pg_catalog.regtype
+                       end]
+                 || array(select c.casttarget
+                            from pg_catalog.pg_cast c
+                           where c.castsource = v_base
+                             and c.castmethod = 'b'
+                             and c.castcontext = 'i');
+    select c.opcintype, n.nspname, op.oprname
+      into v_found
+      from pg_catalog.pg_opclass c
+      join pg_catalog.pg_am m on m.oid = c.opcmethod
+      join pg_catalog.pg_type it on it.oid = c.opcintype
+      join pg_catalog.pg_amop o
+        on o.amopfamily = c.opcfamily
+       and o.amoplefttype = c.opcintype
+       and o.amoprighttype = c.opcintype
+       and o.amopstrategy = case m.amname when 'btree' then 3 else 1 end
+      join pg_catalog.pg_operator op on op.oid = o.amopopr
+      join pg_catalog.pg_namespace n on n.oid = op.oprnamespace
+     where m.amname in ('btree', 'hash')
+       and c.opcdefault
+       and c.opcintype = any (v_intypes)
+     order by m.amname = 'btree' desc, c.opcintype = v_base desc, it.typispreferred desc
+     limit 1;
+    if not found then
+        return null;
+    end if;
+
+    -- array_eq and record_eq work only when the elements / fields have an equality.
+    if v_found.opcintype = 'pg_catalog.anyarray'::pg_catalog.regtype
+       and pgque._trigger_eq_operator(v_type.typelem, true) is null then
+        return null;
+    end if;
+    if v_found.opcintype = 'pg_catalog.record'::pg_catalog.regtype
+       and exists (select 1
+                     from pg_catalog.pg_attribute a
+                    where a.attrelid = v_type.typrelid
+                      and a.attnum > 0
+                      and not a.attisdropped
+                      and pgque._trigger_eq_operator(a.atttypid, true) is null) then
+        return null;
+    end if;
+    return pg_catalog.format('operator(%I.%s)', v_found.nspname, v_found.oprname);
+end
+$$;
+comment on function pgque._trigger_eq_operator(oid, boolean) is
+    'CDC trigger helper: the equality operator used to tell whether a column changed (NULL: none).';
+
+-- Evaluates a trigger argument expression (ev_type=, when= ...) over a row, as the
+-- select list of a query over the row's columns (by name); the first column is the
+-- result. The function is STABLE, so the expression runs read-only. Returns the
+-- result's text output and type; an empty expression gives NULL and type 0 (PgQ: a
+-- query without columns).
+create or replace function pgque._trigger_eval(
+    i_expr text, i_row record, out o_value text, out o_type oid)
+language plpgsql
+stable
+as $$
+declare
+    v_rows integer;
+begin
+    if pg_catalog.btrim(i_expr, e' \t\n\r\f') = '' then
+        o_value := null;
+        o_type := 0;
+        return;
+    end if;
+    execute pg_catalog.format(
+        e'select pg_catalog.count(*)::integer,'
+        ' (pg_catalog.array_agg(pg_catalog.pg_typeof(_q._x)::oid))[1],'
+        ' (pg_catalog.array_agg(case when pg_catalog.num_nulls(_q._x) = 0'
+        ' then pg_catalog.format(''%%s'', _q._x) end))[1]'
+        ' from (select %s\n from (select ($1).*) as _pgq_row) as _q(_x)',
+        i_expr)
+       into v_rows, o_type, o_value
+      using i_row;
+    if v_rows <> 1 then
+        raise exception 'Expect 1 row from override query, got %', v_rows
+            using detail = 'pgque:trigger_bad_expression';
+    end if;
+end
+$$;
+comment on function pgque._trigger_eval(text, record) is
+    'CDC trigger helper: evaluates an ev_*=/when= trigger argument over a row (read-only).';
+
+-- Encodes the columns of a row that are not omitted as a JSON object; i_values are
+-- JSON values already.
+create or replace function pgque._trigger_json_row(
+    i_names text[], i_values text[], i_omit boolean[])
+returns text
+language sql
+stable
+as $$
+    select '{'
+           || coalesce(pg_catalog.string_agg(
+                          pg_catalog.to_json(i_names[i])::text || ':' || i_values[i],
+                          ',' order by i), '')
+           || '}'
+      from pg_catalog.generate_subscripts(i_names, 1) as i
+     where not i_omit[i]
+$$;
+comment on function pgque._trigger_json_row(text[], text[], boolean[]) is
+    'CDC trigger helper: a row as a JSON object (jsontriga data).';
+
+-- Encodes the columns of a row that are not omitted as urlencoded name=value pairs
+-- (a NULL value: the name alone).
+create or replace function pgque._trigger_urlencode_row(
+    i_names text[], i_values text[], i_omit boolean[])
+returns text
+language sql
+stable
+as $$
+    select coalesce(pg_catalog.string_agg(
+               pgque._trigger_urlencode(i_names[i])
+               || coalesce('=' || pgque._trigger_urlencode(i_values[i]), ''),
+               '&' order by i), '')
+      from pg_catalog.generate_subscripts(i_names, 1) as i
+     where not i_omit[i]
+$$;
+comment on function pgque._trigger_urlencode_row(text[], text[], boolean[]) is
+    'CDC trigger helper: a row as urlencoded name=value pairs (logutriga data).';
+
+-- The body shared by the three triggers. Returns true when a BEFORE trigger must
+-- suppress the row change (SKIP). The checks come in PgQ's order, so the same invalid
+-- setup raises the same error.
+create or replace function pgque._trigger_event(
+    i_format text, i_op text, i_when text, i_level text, i_relid oid,
+    i_schema text, i_table text, i_args text[], i_new record, i_old record)
+returns boolean
+language plpgsql
+as $$
+declare
+    c_fields constant text[] := array['ev_type', 'ev_data', 'ev_extra1', 'ev_extra2',
+                                      'ev_extra3', 'ev_extra4'];
+    c_magic constant text[] := array['_pgq_ev_type', '_pgq_ev_data', '_pgq_ev_extra1',
+                                     '_pgq_ev_extra2', '_pgq_ev_extra3', '_pgq_ev_extra4'];
+    -- what delimits the names in ignore= and key lists
+    c_delims constant text := '[' || e', \t\n\r\f' || pg_catalog.chr(11) || ']';
+    -- types whose text output tells whether two values are equal: bool, bytea, "char",
+    -- name, int8, int2, int4, text, oid, varchar, date, time, timestamp, timestamptz, uuid
+    c_text_decides constant oid[] :=
+        '{16,17,18,19,20,21,23,25,26,1043,1082,1083,1114,1184,2950}';
+    v_ev text[];  -- ev_type, ev_data, ev_extra1 .. ev_extra4
+    -- arguments
+    v_queue text;
+    v_skip boolean := false;
+    v_backup boolean := false;
+    v_deny boolean := false;
+    v_ignore text;
+    v_pkey text;
+    v_expr_kind text[] := '{}';  -- ev_type .. ev_extra4 or when, in argument order
+    v_expr_sql text[] := '{}';
+    v_arg text;
+    v_kind text;
+    -- the key list: as written (matched against column names, logutriga's ev_type),
+    -- as names (jsontriga's pkey)
+    v_keys text;
+    v_key_names text[];
+    v_key_words text[];     -- the key and ignore= lists split at the delimiters
+    v_ignore_words text[];
+    -- per column, in attnum order
+    v_names text[];
+    v_types oid[];
+    v_is_magic boolean[];
+    v_is_key boolean[];
+    v_omit boolean[];  -- not in the data: ignored or _pgq_ev_* columns
+    v_text_decides boolean[];
+    v_new_vals text[];
+    v_old_vals text[];
+    v_changed boolean[];
+    v_render_new text;
+    v_render_old text;
+    -- UPDATE: equality checks where the text does not decide
+    v_need_cmp boolean;
+    v_exact_text boolean;
+    v_cmp text[] := '{}';
+    v_cmp_cols integer[] := '{}';
+    v_equal boolean[];
+    v_eq text;
+    v_i integer;
+    -- sqltriga
+    v_set text;
+    v_where text;
+    -- expressions
+    v_value text;
+    v_type oid;
+    v_when text;
+    v_when_type oid;
+begin
+    -- Changes made in 'local' replication role (a replication tool applying data) are
+    -- not captured: no event and no checks.
+    if pg_catalog.current_setting('session_replication_role') = 'local' then
+        return false;
+    end if;
+    if i_level <> 'ROW' and i_op <> 'TRUNCATE' then
+        raise exception 'pgq Ins/Upd/Del trigger must be fired FOR EACH ROW'
+            using detail = 'pgque:trigger_bad_setup';
+    end if;
+
+    -- Arguments.
+    if coalesce(pg_catalog.cardinality(i_args), 0) < 1 then
+        raise exception 'pgq trigger must have destination queue as argument'
+            using detail = 'pgque:trigger_bad_argument';
+    end if;
+    v_queue := i_args[pg_catalog.array_lower(i_args, 1)];
+    foreach v_arg in array i_args[pg_catalog.array_lower(i_args, 1) + 1:] loop
+        if v_arg = 'SKIP' then
+            v_skip := true;
+        elsif v_arg = 'backup' then
+            v_backup := true;
+        elsif v_arg = 'deny' then
+            v_deny := true;
+        elsif pg_catalog.starts_with(v_arg, 'ignore=') then
+            v_ignore := pg_catalog.substr(v_arg, 8);
+        elsif pg_catalog.starts_with(v_arg, 'pkey=') then
+            v_pkey := pg_catalog.substr(v_arg, 6);
+        elsif v_arg ~ '^(ev_type|ev_data|ev_extra[1-4]|when)=' then
+            v_kind := pg_catalog.split_part(v_arg, '=', 1);
+            if not v_kind = any (v_expr_kind) then  -- the first of a kind counts
+                v_expr_kind := v_expr_kind || v_kind;
+                v_expr_sql := v_expr_sql || pg_catalog.substr(v_arg, pg_catalog.length(v_kind) + 2);
+            end if;
+        else
+            raise exception 'bad param to pgq trigger' using detail = 'pgque:trigger_bad_argument';
+        end if;
+    end loop;
+
+    if i_op = 'TRUNCATE' then
+        if pg_catalog.cardinality(v_expr_kind) > 0 then
+            raise exception 'Custom expressions do not make sense for truncater trigger'
+                using detail = 'pgque:trigger_bad_argument';
+        elsif v_ignore is not null then
+            raise exception 'Column ignore does not make sense for truncate trigger'
+                using detail = 'pgque:trigger_bad_argument';
+        elsif v_pkey is not null then
+            raise exception 'Custom pkey_list does not make sense for truncate trigger'
+                using detail = 'pgque:trigger_bad_argument';
+        elsif v_backup then
+            raise exception 'Backup does not make sense for truncate trigger'
+                using detail = 'pgque:trigger_bad_argument';
+        end if;
+    end if;
+
+    -- The key list: pkey= as written, else the primary key's columns (INCLUDE ones too)
+    -- in index order, joined by commas.
+    if v_pkey is not null then
+        v_keys := v_pkey;
+        v_key_names := pg_catalog.regexp_split_to_array(v_pkey, ',');
+    else
+        select coalesce(pg_catalog.string_agg(a.attname::text, ',' order by k.n), ''),
+               coalesce(pg_catalog.array_agg(a.attname::text order by k.n), '{}')
+          into v_keys, v_key_names
+          from pg_catalog.pg_index i
+         cross join lateral pg_catalog.unnest(i.indkey::pg_catalog.int2[])
+               with ordinality as k(attnum, n)
+          join pg_catalog.pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+         where i.indrelid = i_relid
+           and i.indisprimary;
+    end if;
+
+    if i_op in ('UPDATE', 'DELETE') and v_keys = '' then
+        raise exception 'Update/Delete on table without pkey'
+            using detail = 'pgque:trigger_no_pkey';
+    end if;
+    if v_skip and i_when = 'AFTER' then
+        raise exception 'SKIP does not work in AFTER trigger.'
+            using detail = 'pgque:trigger_bad_argument';
+    end if;
+    if v_deny then
+        raise exception 'Table ''%.%'' to queue ''%'': change not allowed (%)',
+                        i_schema, i_table, v_queue, i_op
+            using detail = 'pgque:trigger_denied';
+    end if;
+
+    v_ev := array[null, null, i_schema || '.' || i_table, null, null, null];
+    v_key_words := pg_catalog.regexp_split_to_array(v_keys, c_delims || '+');
+    v_ignore_words := pg_catalog.regexp_split_to_array(v_ignore, c_delims || '+');
+
+    if i_op = 'TRUNCATE' then
+        if i_format = 'json' then
+            v_ev[1] := pg_catalog.format(
+                '{"op":"TRUNCATE","table":[%s,%s],"pkey":[%s]}',
+                pg_catalog.to_json(i_schema), pg_catalog.to_json(i_table),
+                (select coalesce(pg_catalog.string_agg(pg_catalog.to_json(k)::text, ','), '')
+                   from pg_catalog.unnest(v_key_names) as k));
+            v_ev[2] := '{}';
+        else
+            v_ev[1] := 'R';
+            v_ev[2] := '';
+        end if;
+        perform pgque.insert_event(v_queue, v_ev[1], v_ev[2], v_ev[3], v_ev[4], v_ev[5], v_ev[6]);
+        return v_skip;
+    end if;
+
+    -- The table's columns, and SQL that renders each value of the new ($1) and the old
+    -- ($2) row: its text output, or for jsontriga a JSON value (except for the _pgq_ev_*
+    -- columns, which are field values). Of the old row of an UPDATE only what is needed
+    -- is rendered. A name without delimiter characters is in a list exactly when it is
+    -- one of the list's delimited words.
+    v_need_cmp := i_op = 'UPDATE' and (i_format = 'sql' or v_ignore is not null);
+    select coalesce(pg_catalog.array_agg(c.name order by c.attnum), '{}'),
+           coalesce(pg_catalog.array_agg(c.typ order by c.attnum), '{}'),
+           coalesce(pg_catalog.array_agg(c.magic order by c.attnum), '{}'),
+           coalesce(pg_catalog.array_agg(c.is_key order by c.attnum), '{}'),
+           coalesce(pg_catalog.array_agg(c.magic or c.ignored order by c.attnum), '{}'),
+           coalesce(pg_catalog.array_agg(c.text_decides order by c.attnum), '{}'),
+           coalesce(pg_catalog.string_agg(pg_catalog.format(r.render, r.new_ref), ', '
+                                          order by c.attnum), ''),
+           coalesce(pg_catalog.string_agg(case when i_op = 'DELETE' or v_backup or v_need_cmp
+                                                    or c.is_key
+                                               then pg_catalog.format(r.render, r.old_ref)
+                                               else 'null' end, ', '
+                                          order by c.attnum), '')
+      into v_names, v_types, v_is_magic, v_is_key, v_omit, v_text_decides,
+           v_render_new, v_render_old
+      from (select a.attnum, a.attname::text as name, a.atttypid as typ,
+                   a.attgenerated = 's' as generated,
+                   a.attname::text = any (c_magic) as magic,
+                   case when a.attname !~ c_delims then a.attname::text = any (v_key_words)
+                        else pgque._trigger_list_has(v_keys, a.attname::text)
+                   end as is_key,
+                   case when v_ignore is null then false
+                        when a.attname !~ c_delims then a.attname::text = any (v_ignore_words)
+                        else pgque._trigger_list_has(v_ignore, a.attname::text)
+                   end as ignored,
+                   a.atttypid = any (c_text_decides)
+                       and coalesce(co.collisdeterministic, true) as text_decides
+              from pg_catalog.pg_attribute a
+              left join pg_catalog.pg_collation co on co.oid = a.attcollation
+             where a.attrelid = i_relid
+               and a.attnum > 0
+               and not a.attisdropped) c
+     cross join lateral (
+            select case
+                       when i_format <> 'json' or c.magic then
+                           'case when pg_catalog.num_nulls(%1$s) = 1 then null'
+                           ' else pg_catalog.format(''%%s'', %1$s) end'
+                       when c.typ in (20, 21, 23) then  -- int8, int2, int4: JSON numbers
+                           'case when pg_catalog.num_nulls(%1$s) = 1 then ''null'''
+                           ' else pg_catalog.format(''%%s'', %1$s) end'
+                       when c.typ = 16 then  -- bool
+                           'case %1$s when true then ''true'' when false then ''false'''
+                           ' else ''null'' end'
+                       when c.typ in (1082, 1114, 1184) then  -- date, timestamp(tz): ISO 8601
+                           'coalesce(pg_catalog.to_json(%1$s)::text, ''null'')'
+                       else
+                           'case when pg_catalog.num_nulls(%1$s) = 1 then ''null'''
+                           ' else pg_catalog.to_json(pg_catalog.format(''%%s'', %1$s))::text end'
+                   end as render,
+                   -- PL/pgSQL shows stored generated columns as NULL in a BEFORE trigger;
+                   -- the row PgQ's C trigger sees on UPDATE still has the old values.
+                   pg_catalog.format(case when c.generated and i_op = 'UPDATE' and i_when = 'BEFORE'
+                                          then '($2).%I' else '($1).%I' end,
+                                     c.name) as new_ref,
+                   pg_catalog.format('($2).%I', c.name) as old_ref) r;
+
+    execute pg_catalog.format('select array[%s]::text[], array[%s]::text[]',
+                              case when i_op <> 'DELETE' then v_render_new else '' end,
+                              case when i_op <> 'INSERT' then v_render_old else '' end)
+       into v_new_vals, v_old_vals
+      using i_new, i_old;
+
+    if i_op = 'UPDATE' then
+        -- Which columns changed: the key columns always, and all of them when updates
+        -- of ignored columns only must be recognised. Equal renderings mean equal
+        -- values; different ones mean a change unless the type's equality (that of its
+        -- default btree or hash operator class) says otherwise, as for 1.0 and 1.00.
+        -- With extra_float_digits below 1 float output is rounded, so equal text no
+        -- longer means equal values.
+        v_exact_text := pg_catalog.current_setting('extra_float_digits')::integer > 0;
+        v_changed := array(select (v_need_cmp or v_is_key[i])
+                                  and v_new_vals[i] is distinct from v_old_vals[i]
+                             from pg_catalog.generate_subscripts(v_names, 1) as i
+                            order by i);
+        for v_i in 1 .. pg_catalog.cardinality(v_names) loop
+            continue when not (v_need_cmp or v_is_key[v_i])
+                          or (not v_changed[v_i] and v_exact_text)
+                          or v_text_decides[v_i]
+                          or v_new_vals[v_i] is null or v_old_vals[v_i] is null;
+            v_eq := pgque._trigger_eq_operator(v_types[v_i], false);
+            continue when v_eq is null;
+            v_cmp_cols := v_cmp_cols || v_i;
+            v_cmp := v_cmp || pg_catalog.format('($2).%1$I %2$s ($1).%1$I', v_names[v_i], v_eq);
+        end loop;
+        if pg_catalog.cardinality(v_cmp_cols) > 0 then
+            execute pg_catalog.format('select array[%s]::boolean[]',
+                                      pg_catalog.array_to_string(v_cmp, ', '))
+               into v_equal
+              using i_new, i_old;
+            for v_i in 1 .. pg_catalog.cardinality(v_cmp_cols) loop
+                v_changed[v_cmp_cols[v_i]] := not coalesce(v_equal[v_i], false);
+            end loop;
+        end if;
+
+        if true = any (select v_changed[i] and v_is_key[i]
+                         from pg_catalog.generate_subscripts(v_names, 1) as i) then
+            raise exception 'primary key update not allowed'
+                using detail = 'pgque:trigger_pkey_update';
+        end if;
+        -- An update of ignored (or _pgq_ev_*) columns only produces no event; one that
+        -- changed nothing at all still does.
+        if v_need_cmp
+           and true = any (v_changed)
+           and not true = any (select v_changed[i] and not v_omit[i]
+                                 from pg_catalog.generate_subscripts(v_names, 1) as i) then
+            return v_skip;
+        end if;
+    end if;
+
+    -- ev_type, ev_data, and the old row for backup.
+    if i_format = 'json' then
+        v_ev[1] := pg_catalog.format(
+            '{"op":%s,"table":[%s,%s],"pkey":[%s]}',
+            pg_catalog.to_json(i_op), pg_catalog.to_json(i_schema), pg_catalog.to_json(i_table),
+            (select coalesce(pg_catalog.string_agg(pg_catalog.to_json(k)::text, ','), '')
+               from pg_catalog.unnest(v_key_names) as k));
+        v_ev[2] := pgque._trigger_json_row(
+            v_names, case when i_op = 'DELETE' then v_old_vals else v_new_vals end, v_omit);
+        if v_backup and i_op = 'UPDATE' then
+            v_ev[4] := pgque._trigger_json_row(v_names, v_old_vals, v_omit);
+        end if;
+    elsif i_format = 'logu' then
+        v_ev[1] := pg_catalog.left(i_op, 1) || ':' || v_keys;
+        v_ev[2] := pgque._trigger_urlencode_row(
+            v_names, case when i_op = 'DELETE' then v_old_vals else v_new_vals end, v_omit);
+        if v_backup and i_op = 'UPDATE' then
+            v_ev[4] := pgque._trigger_urlencode_row(v_names, v_old_vals, v_omit);
+        end if;
+    else
+        v_ev[1] := pg_catalog.left(i_op, 1);
+        if i_op = 'INSERT' then
+            v_ev[2] := (
+                select pg_catalog.format(
+                           '(%s) values (%s)',
+                           coalesce(pg_catalog.string_agg(pg_catalog.quote_ident(v_names[i]), ','
+                                                          order by i), ''),
+                           coalesce(pg_catalog.string_agg(
+                                        coalesce(pg_catalog.quote_literal(v_new_vals[i]), 'null'),
+                                        ',' order by i), ''))
+                  from pg_catalog.generate_subscripts(v_names, 1) as i
+                 where not v_omit[i]);
+        else
+            -- The old row's key, in column order; a NULL key value is an error.
+            if not true = any (v_is_key)
+               or exists (select 1
+                            from pg_catalog.generate_subscripts(v_names, 1) as i
+                           where v_is_key[i] and v_old_vals[i] is null) then
+                raise exception 'logtriga: Unexpected NULL key value'
+                    using detail = 'pgque:trigger_null_key';
+            end if;
+            select pg_catalog.string_agg(pg_catalog.quote_ident(v_names[i]) || '='
+                                         || pg_catalog.quote_literal(v_old_vals[i]),
+                                         ' and ' order by i)
+              into v_where
+              from pg_catalog.generate_subscripts(v_names, 1) as i
+             where v_is_key[i];
+            if i_op = 'DELETE' then
+                v_ev[2] := v_where;
+            else
+                select pg_catalog.string_agg(pg_catalog.quote_ident(v_names[i]) || '='
+                                             || pg_catalog.quote_nullable(v_new_vals[i]),
+                                             ',' order by i)
+                  into v_set
+                  from pg_catalog.generate_subscripts(v_names, 1) as i
+                 where v_changed[i] and not v_omit[i];
+                if v_set is null then  -- nothing changed: set the first key column to itself
+                    select pg_catalog.quote_ident(v_names[i]) || '='
+                           || pg_catalog.quote_nullable(v_old_vals[i])
+                      into v_set
+                      from pg_catalog.generate_subscripts(v_names, 1) as i
+                     where v_is_key[i]
+                     order by i
+                     limit 1;
+                end if;
+                v_ev[2] := v_set || ' where ' || v_where;
+            end if;
+        end if;
+        if v_backup and i_op = 'UPDATE' then  -- urlencoded, as PgQ's sqltriga does
+            v_ev[4] := pgque._trigger_urlencode_row(v_names, v_old_vals, v_omit);
+        end if;
+    end if;
+
+    -- Overrides: the _pgq_ev_* columns, then the expression arguments in argument order.
+    for v_i in 1 .. pg_catalog.cardinality(v_names) loop
+        if v_is_magic[v_i] then
+            v_ev[pg_catalog.array_position(c_magic, v_names[v_i])] :=
+                case when i_op = 'DELETE' then v_old_vals[v_i] else v_new_vals[v_i] end;
+        end if;
+    end loop;
+    for v_i in 1 .. pg_catalog.cardinality(v_expr_kind) loop
+        select e.o_value, e.o_type
+          into v_value, v_type
+          from pgque._trigger_eval(v_expr_sql[v_i],
+                                   case when i_op = 'DELETE' then i_old else i_new end) as e;
+        if v_expr_kind[v_i] = 'when' then
+            v_when := v_value;
+            v_when_type := v_type;
+        else
+            v_ev[pg_catalog.array_position(c_fields, v_expr_kind[v_i])] := v_value;
+        end if;
+    end loop;
+    if v_when_type is not null then
+        if v_when_type <> 'pg_catalog.bool'::pg_catalog.regtype then
+            raise exception 'when= query result must be boolean, got=%', v_when_type
+                using detail = 'pgque:trigger_bad_expression';
+        elsif v_when is null then
+            raise exception 'when= should not be NULL'
+                using detail = 'pgque:trigger_bad_expression';
+        elsif not v_when::boolean then
+            return v_skip;
+        end if;
+    end if;
+
+    perform pgque.insert_event(v_queue, v_ev[1], v_ev[2], v_ev[3], v_ev[4], v_ev[5], v_ev[6]);
+    return v_skip;
+end
+$$;
+comment on function pgque._trigger_event(
+    text, text, text, text, oid, text, text, text[], record, record) is
+    'CDC trigger helper: the body of jsontriga, logutriga and sqltriga; true means SKIP the row.';
+
+create or replace function pgque.jsontriga()
+returns trigger
+language plpgsql
+security invoker
+as $$
+begin
+    if pgque._trigger_event('json', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
+                            tg_table_name, tg_argv, new, old) then
+        return null;
+    elsif tg_op = 'DELETE' then
+        return old;
+    end if;
+    return new;
+end
+$$;
+comment on function pgque.jsontriga() is
+    'Trigger: queues every row change (and TRUNCATE) as a JSON event. Arguments: queue name, '
+    'then SKIP, backup, deny, ignore=cols, pkey=cols, and ev_type=, ev_data=, ev_extra1..4=, '
+    'when= expressions.';
+
+create or replace function pgque.logutriga()
+returns trigger
+language plpgsql
+security invoker
+as $$
+begin
+    if pgque._trigger_event('logu', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
+                            tg_table_name, tg_argv, new, old) then
+        return null;
+    elsif tg_op = 'DELETE' then
+        return old;
+    end if;
+    return new;
+end
+$$;
+comment on function pgque.logutriga() is
+    'Trigger: queues every row change (and TRUNCATE) as an urlencoded event (type I:/U:/D: + key). '
+    'Arguments as for jsontriga.';
+
+create or replace function pgque.sqltriga()
+returns trigger
+language plpgsql
+security invoker
+as $$
+begin
+    if pgque._trigger_event('sql', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
+                            tg_table_name, tg_argv, new, old) then
+        return null;
+    elsif tg_op = 'DELETE' then
+        return old;
+    end if;
+    return new;
+end
+$$;
+comment on function pgque.sqltriga() is
+    'Trigger: queues every row change (and TRUNCATE) as a SQL fragment event (type I/U/D). '
+    'Arguments as for jsontriga.';
+
+-- The DML user runs these (SECURITY INVOKER), so pgque_writer needs them, as in PgQ.
+grant execute on function
+    pgque.jsontriga(),
+    pgque.logutriga(),
+    pgque.sqltriga(),
+    pgque._trigger_urlencode(text),
+    pgque._trigger_json_row(text[], text[], boolean[]),
+    pgque._trigger_urlencode_row(text[], text[], boolean[]),
+    pgque._trigger_list_has(text, text),
+    pgque._trigger_eq_operator(oid, boolean),
+    pgque._trigger_eval(text, record),
+    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record)
+to pgque_writer;
 
 -- file: structure/grants.sql
 -- Privileges, re-applied by every install.
@@ -1937,7 +4736,7 @@ comment on function pgque.get_batch_cursor(bigint, text, int4) is
 -- with a pinned search_path), so the roles need EXECUTE only; readers may
 -- also SELECT the tables, writers touch no table directly.
 
-revoke all on all functions in schema pgque from public;
+revoke all on all routines in schema pgque from public;
 revoke all on all tables in schema pgque from public;
 revoke all on all sequences in schema pgque from public;
 revoke all on schema pgque from public;
@@ -1986,14 +4785,80 @@ grant execute on function
     pgque.get_queue_info(text),
     pgque.get_consumer_info(),
     pgque.get_consumer_info(text),
-    pgque.get_consumer_info(text, text)
+    pgque.get_consumer_info(text, text),
+    pgque.subscribe(text, text),
+    pgque.unsubscribe(text, text),
+    pgque.receive(text, text, integer),
+    pgque.ack(bigint),
+    pgque.nack(bigint, pgque.message, interval, text),
+    pgque.nack(bigint, bigint, interval, text),
+    pgque.dead_letter_event(bigint, bigint, text),
+    pgque.dlq_inspect(text, integer),
+    pgque.register_subconsumer(text, text, text, boolean),
+    pgque.subscribe_subconsumer(text, text, text, boolean),
+    pgque.unregister_subconsumer(text, text, text, integer),
+    pgque.unsubscribe_subconsumer(text, text, text, integer),
+    pgque.touch_subconsumer(text, text, text),
+    pgque.next_batch(text, text, text, interval),
+    pgque.next_batch_custom(text, text, text, interval, int4, interval, interval),
+    pgque.receive_coop(text, text, text, integer, interval),
+    pgque.subscribe_slot(text, text, integer, integer),
+    pgque.unsubscribe_slot(text, text, integer),
+    pgque.claim_slot(text, text, integer, text, interval),
+    pgque.release_slot(text, text, integer, text),
+    pgque.receive_partitioned(text, text, integer, integer, text, integer),
+    pgque.ack_partitioned(text, text, integer, integer, text),
+    pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text)
 to pgque_reader;
+grant select on pgque.partition_slot_status to pgque_reader;
+-- Idempotency keys are nobody's business but send_idem's.
+revoke all on pgque.idem from pgque_reader, pgque_admin;
 
 grant execute on function
     pgque.version(),
     pgque.insert_event(text, text, text),
-    pgque.insert_event(text, text, text, text, text, text, text)
+    pgque.insert_event(text, text, text, text, text, text, text),
+    pgque.send(text, text),
+    pgque.send(text, jsonb),
+    pgque.send(text, text, text),
+    pgque.send(text, text, jsonb),
+    pgque.send(text, text, text, text, text, text, text),
+    pgque.send(text, text, jsonb, text, text, text, text),
+    pgque.send_batch(text, text[]),
+    pgque.send_batch(text, jsonb[]),
+    pgque.send_batch(text, text, text[]),
+    pgque.send_batch(text, text, jsonb[]),
+    pgque.send_batch(text, text[], text[], text[], text[], text[], text[]),
+    pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]),
+    pgque.send_at(text, text, jsonb, timestamptz),
+    pgque.send_at(text, text, text, timestamptz),
+    pgque.dlq_replay(bigint),
+    pgque.dlq_replay_all(text),
+    pgque.send(text, text, jsonb, text),
+    pgque.send(text, text, text, text),
+    pgque.send_idem(text, text, text, text, interval, text),
+    pgque.send_idem(text, text, jsonb, text, interval, text)
 to pgque_writer;
+
+-- Owner only: not even the admin.
+do $owner_only$
+declare
+    v_fn regprocedure;
+begin
+    for v_fn in
+        select f from pg_catalog.unnest(array[
+            pg_catalog.to_regprocedure('pgque.insert_event_bulk(text, text, text[])'),
+            pg_catalog.to_regprocedure('pgque.uninstall()')]) f
+         where f is not null
+    loop
+        execute format('revoke execute on function %s from pgque_admin', v_fn);
+    end loop;
+end
+$owner_only$;
+
+-- The insert router is generated from the queues that exist (a re-install
+-- may replace the fallback body installed above).
+do $router$ begin perform pgque._rebuild_insert_router(); end $router$;
 
 -- file: structure/commit.sql
 commit;
