@@ -665,19 +665,39 @@ DEVIATIONS: list[tuple[str, str, str, Expected, Expected]] = [
     # PgQ's C trigger evaluates expressions with the statement's snapshot: it sees none
     # of the statement's own rows. pgque's PL/pgSQL evaluates them in a later command,
     # which sees the rows the statement changed so far.
-    ("after-trigger-snapshot", "(select count(*) from t)", "after",
-     ([None], ["0", "0"]), ([None], ["2", "2"])),
-    ("before-trigger-snapshot", "(select count(*) from t)", "before",
-     ([None], ["0", "0"]), ([None], ["0", "1"])),
+    (
+        "after-trigger-snapshot",
+        "(select count(*) from t)",
+        "after",
+        ([None], ["0", "0"]),
+        ([None], ["2", "2"]),
+    ),
+    (
+        "before-trigger-snapshot",
+        "(select count(*) from t)",
+        "before",
+        ([None], ["0", "0"]),
+        ([None], ["0", "1"]),
+    ),
     # pgque evaluates the expression with the row as parameter $1; PgQ has no parameters.
     ("dollar-one", "$1", "after", (["there is no parameter $1"], []), ([None], ["(1)", "(2)"])),
     # PgQ runs 'select <expr>', so a FROM clause fits in; pgque's query has its own FROM.
-    ("from-clause", "1 from pg_class limit 1", "after", ([None], ["1", "1"]),
-     (['syntax error at or near "from"'], [])),
+    (
+        "from-clause",
+        "1 from pg_class limit 1",
+        "after",
+        ([None], ["1", "1"]),
+        (['syntax error at or near "from"'], []),
+    ),
     # An expression that is only a comment: PgQ's query has no column (NULL result);
     # pgque's query has nothing to name.
-    ("comment-only", "-- nothing", "after", ([None], [None, None]),
-     (['table "_q" has 0 columns available but 1 columns specified'], [])),
+    (
+        "comment-only",
+        "-- nothing",
+        "after",
+        ([None], [None, None]),
+        (['table "_q" has 0 columns available but 1 columns specified'], []),
+    ),
 ]
 
 
@@ -705,20 +725,27 @@ def test_known_deviation_sqlstate(both: Callable[[Case], dict[str, Outcome]]) ->
         Case(
             "sqlstate",
             ["create table t (id int)"],
-            [*_triggers("t", formats=("json",)),
-             "create trigger t_deny before insert on t for each row"
-             " execute function {s}.logutriga('q', 'deny')"],
+            [
+                *_triggers("t", formats=("json",)),
+                "create trigger t_deny before insert on t for each row"
+                " execute function {s}.logutriga('q', 'deny')",
+            ],
             ["delete from t", "insert into t values (1)"],
             setup=["insert into t values (1)"],
         )
     )
-    assert outcomes["pgq"].errors == outcomes["pgque"].errors == [
-        "Update/Delete on table without pkey",
-        "Table 'S.t' to queue 'q': change not allowed (INSERT)",
-    ]
+    assert (
+        outcomes["pgq"].errors
+        == outcomes["pgque"].errors
+        == [
+            "Update/Delete on table without pkey",
+            "Table 'S.t' to queue 'q': change not allowed (INSERT)",
+        ]
+    )
     assert outcomes["pgq"].codes == [("XX000", None)] * 2
     assert outcomes["pgque"].codes == [
-        ("P0001", "pgque:trigger_no_pkey"), ("P0001", "pgque:trigger_denied")
+        ("P0001", "pgque:trigger_no_pkey"),
+        ("P0001", "pgque:trigger_denied"),
     ]
 
 

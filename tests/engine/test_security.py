@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from _engine import make_queue, one, rows, tick
 
 DENIED = psycopg.errors.InsufficientPrivilege  # SQLSTATE 42501
@@ -196,3 +197,14 @@ def test_search_path_cannot_hijack_definer_functions(
         conn.execute("reset search_path")
     assert hits == []
     assert one(conn, "select ev_data from pgque.event_1 where ev_id = %s", ev_id[0]) == "safe"
+
+
+def test_every_public_function_is_documented(conn: psycopg.Connection[Any]) -> None:
+    """COMMENT ON FUNCTION for every public routine: psql's \\df+ is a reference too."""
+    undocumented = rows(
+        conn,
+        "select p.oid::regprocedure::text from pg_proc p"
+        " where p.pronamespace = 'pgque'::regnamespace and p.proname not like '\\_%'"
+        " and obj_description(p.oid, 'pg_proc') is null order by 1",
+    )
+    assert undocumented == []

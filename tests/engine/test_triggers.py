@@ -44,8 +44,15 @@ def events(conn: psycopg.Connection[Any], queue: str = "q") -> list[Event]:
     ]
 
 
-def trigger(conn: psycopg.Connection[Any], table: str, fmt: str, *args: str,
-            when: str = ALL_OPS, level: str = "row", name: str | None = None) -> None:
+def trigger(
+    conn: psycopg.Connection[Any],
+    table: str,
+    fmt: str,
+    *args: str,
+    when: str = ALL_OPS,
+    level: str = "row",
+    name: str | None = None,
+) -> None:
     """Create a pgque ``{fmt}triga('q', args...)`` trigger on ``table``."""
     arglist = ", ".join(["'q'", *(f"'{a}'" for a in args)])
     conn.execute(
@@ -92,12 +99,24 @@ def test_logutriga_urlencodes(cdc: psycopg.Connection[Any]) -> None:
     cdc.execute("update t set v = 'x' where id = 2")
     cdc.execute("delete from t where id = 1")
     assert events(cdc) == [
-        ("I:id", "id=1&sp+ace=a+b%26c%3dd&v=%c3%a4%e2%82%ac%2f%7e%2a-._&b=t",
-         "public.t", None, None, None),
+        (
+            "I:id",
+            "id=1&sp+ace=a+b%26c%3dd&v=%c3%a4%e2%82%ac%2f%7e%2a-._&b=t",
+            "public.t",
+            None,
+            None,
+            None,
+        ),
         ("I:id", "id=2&sp+ace&v=&b", "public.t", None, None, None),
         ("U:id", "id=2&sp+ace&v=x&b", "public.t", None, None, None),
-        ("D:id", "id=1&sp+ace=a+b%26c%3dd&v=%c3%a4%e2%82%ac%2f%7e%2a-._&b=t",
-         "public.t", None, None, None),
+        (
+            "D:id",
+            "id=1&sp+ace=a+b%26c%3dd&v=%c3%a4%e2%82%ac%2f%7e%2a-._&b=t",
+            "public.t",
+            None,
+            None,
+            None,
+        ),
     ]
 
 
@@ -105,7 +124,7 @@ def test_sqltriga_fragments(cdc: psycopg.Connection[Any]) -> None:
     cdc.execute('create table t (a int, "B" text, c text, d numeric, primary key (c, a))')
     trigger(cdc, "t", "sql")
     cdc.execute("insert into t values (1, 'it''s \\ here', 'k', null)")
-    cdc.execute("update t set \"B\" = null, d = 2")
+    cdc.execute('update t set "B" = null, d = 2')
     cdc.execute("update t set d = 2.0")  # equal numerics: nothing changed
     cdc.execute("delete from t")
     assert [e[:2] for e in events(cdc)] == [
@@ -129,9 +148,15 @@ def test_backup_puts_old_row_in_extra2(cdc: psycopg.Connection[Any]) -> None:
     cdc.execute("delete from t")
     extra2 = [e[3] for e in events(cdc)]
     assert extra2 == [
-        None, None, None,
-        '{"id":1,"v":"a b"}', "id=1&v=a+b", "id=1&v=a+b",
-        None, None, None,
+        None,
+        None,
+        None,
+        '{"id":1,"v":"a b"}',
+        "id=1&v=a+b",
+        "id=1&v=a+b",
+        None,
+        None,
+        None,
     ]
 
 
@@ -184,25 +209,49 @@ def test_deny(cdc: psycopg.Connection[Any]) -> None:
         ("after insert", "row", ("'q'", "'backup'", "'nonsense'"), "bad param to pgq trigger"),
         ("after insert", "row", ("'q'", "'skip'"), "bad param to pgq trigger"),
         ("after insert", "row", ("'q'", "'SKIP'"), "SKIP does not work in AFTER trigger."),
-        ("after insert", "statement", ("'q'",),
-         "pgq Ins/Upd/Del trigger must be fired FOR EACH ROW"),
-        ("after insert", "row", ("'q'", "'when=1'"),
-         "when= query result must be boolean, got=23"),
+        (
+            "after insert",
+            "statement",
+            ("'q'",),
+            "pgq Ins/Upd/Del trigger must be fired FOR EACH ROW",
+        ),
+        ("after insert", "row", ("'q'", "'when=1'"), "when= query result must be boolean, got=23"),
         ("after insert", "row", ("'q'", "'when=null::bool'"), "when= should not be NULL"),
-        ("after insert", "row", ("'q'", "'ev_type=generate_series(1, 2)'"),
-         "Expect 1 row from override query, got 2"),
-        ("after truncate", "statement", ("'q'", "'when=true'"),
-         "Custom expressions do not make sense for truncater trigger"),
-        ("after truncate", "statement", ("'q'", "'ignore=id'"),
-         "Column ignore does not make sense for truncate trigger"),
-        ("after truncate", "statement", ("'q'", "'pkey=id'"),
-         "Custom pkey_list does not make sense for truncate trigger"),
-        ("after truncate", "statement", ("'q'", "'backup'"),
-         "Backup does not make sense for truncate trigger"),
+        (
+            "after insert",
+            "row",
+            ("'q'", "'ev_type=generate_series(1, 2)'"),
+            "Expect 1 row from override query, got 2",
+        ),
+        (
+            "after truncate",
+            "statement",
+            ("'q'", "'when=true'"),
+            "Custom expressions do not make sense for truncater trigger",
+        ),
+        (
+            "after truncate",
+            "statement",
+            ("'q'", "'ignore=id'"),
+            "Column ignore does not make sense for truncate trigger",
+        ),
+        (
+            "after truncate",
+            "statement",
+            ("'q'", "'pkey=id'"),
+            "Custom pkey_list does not make sense for truncate trigger",
+        ),
+        (
+            "after truncate",
+            "statement",
+            ("'q'", "'backup'"),
+            "Backup does not make sense for truncate trigger",
+        ),
     ],
 )
-def test_setup_errors(cdc: psycopg.Connection[Any], when: str, level: str,
-                      args: tuple[str, ...], message: str) -> None:
+def test_setup_errors(
+    cdc: psycopg.Connection[Any], when: str, level: str, args: tuple[str, ...], message: str
+) -> None:
     cdc.execute("create table t (id int primary key)")
     cdc.execute(
         f"create trigger tg {when} on t for each {level}"
@@ -223,8 +272,15 @@ def test_skip_in_before_trigger(cdc: psycopg.Connection[Any]) -> None:
 def test_expression_arguments(cdc: psycopg.Connection[Any]) -> None:
     cdc.execute("create table t (id int primary key, v text, b bool)")
     trigger(
-        cdc, "t", "json", "ev_type=v || ''!''", "ev_extra1=id + 1", "ev_extra2=b",
-        "ev_extra4=array[id, 2]", "when=id > 1", "ev_type=ignored, the first one counts",
+        cdc,
+        "t",
+        "json",
+        "ev_type=v || ''!''",
+        "ev_extra1=id + 1",
+        "ev_extra2=b",
+        "ev_extra4=array[id, 2]",
+        "when=id > 1",
+        "ev_type=ignored, the first one counts",
     )
     cdc.execute("insert into t values (1, 'a', true), (2, 'b', false), (3, null, null)")
     cdc.execute("delete from t where id = 2")  # expressions see the old row
@@ -281,8 +337,14 @@ def test_truncate(cdc: psycopg.Connection[Any]) -> None:
         trigger(cdc, "t", fmt, when="after truncate", level="statement")
     cdc.execute("truncate t")
     assert events(cdc) == [
-        ('{"op":"TRUNCATE","table":["public","t"],"pkey":["b","a"]}', "{}", "public.t",
-         None, None, None),
+        (
+            '{"op":"TRUNCATE","table":["public","t"],"pkey":["b","a"]}',
+            "{}",
+            "public.t",
+            None,
+            None,
+            None,
+        ),
         ("R", "", "public.t", None, None, None),
         ("R", "", "public.t", None, None, None),
     ]
@@ -305,40 +367,65 @@ def test_session_replication_role(cdc: psycopg.Connection[Any]) -> None:
 TYPE_CASES = [
     # (type, value, jsontriga value, logutriga value, sqltriga value)
     ("int2", "-32768", "-32768", "-32768", "'-32768'"),
-    ("int8", "9223372036854775807", "9223372036854775807", "9223372036854775807",
-     "'9223372036854775807'"),
+    (
+        "int8",
+        "9223372036854775807",
+        "9223372036854775807",
+        "9223372036854775807",
+        "'9223372036854775807'",
+    ),
     ("float8", "1e300", '"1e+300"', "1e%2b300", "'1e+300'"),
     ("real", "'NaN'", '"NaN"', "NaN", "'NaN'"),
     ("numeric", "-1.50", '"-1.50"', "-1.50", "'-1.50'"),
     ("bool", "false", "false", "f", "'f'"),
     ("bytea", "'\\x00ff27'", '"\\\\x00ff27"', "%5cx00ff27", "E'\\\\x00ff27'"),
-    ("timestamp", "'2009-09-19 11:59:48.599'", '"2009-09-19T11:59:48.599"',
-     "2009-09-19+11%3a59%3a48.599", "'2009-09-19 11:59:48.599'"),
+    (
+        "timestamp",
+        "'2009-09-19 11:59:48.599'",
+        '"2009-09-19T11:59:48.599"',
+        "2009-09-19+11%3a59%3a48.599",
+        "'2009-09-19 11:59:48.599'",
+    ),
     ("date", "'infinity'", '"infinity"', "infinity", "'infinity'"),
     ("time", "'11:59:48.599'", '"11:59:48.599"', "11%3a59%3a48.599", "'11:59:48.599'"),
-    ("interval", "'1 day 2 hours'", '"1 day 02:00:00"', "1+day+02%3a00%3a00",
-     "'1 day 02:00:00'"),
+    ("interval", "'1 day 2 hours'", '"1 day 02:00:00"', "1+day+02%3a00%3a00", "'1 day 02:00:00'"),
     ("oid", "4294967295", '"4294967295"', "4294967295", "'4294967295'"),
-    ("uuid", "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'",
-     '"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"', "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
-     "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"),
-    ("json", "'{\"a\": [1, 2]}'", '"{\\"a\\": [1, 2]}"', "%7b%22a%22%3a+%5b1%2c+2%5d%7d",
-     "'{\"a\": [1, 2]}'"),
+    (
+        "uuid",
+        "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'",
+        '"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"',
+        "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'",
+    ),
+    (
+        "json",
+        "'{\"a\": [1, 2]}'",
+        '"{\\"a\\": [1, 2]}"',
+        "%7b%22a%22%3a+%5b1%2c+2%5d%7d",
+        "'{\"a\": [1, 2]}'",
+    ),
     ("box", "'((1,2),(3,4))'", '"(3,4),(1,2)"', "%283%2c4%29%2c%281%2c2%29", "'(3,4),(1,2)'"),
     ("int4[]", "array[1, null]", '"{1,NULL}"', "%7b1%2cNULL%7d", "'{1,NULL}'"),
-    ("text[]", "array['a b', '\\']", '"{\\"a b\\",\\"\\\\\\\\\\"}"',
-     "%7b%22a+b%22%2c%22%5c%5c%22%7d", "E'{\"a b\",\"\\\\\\\\\"}'"),
+    (
+        "text[]",
+        "array['a b', '\\']",
+        '"{\\"a b\\",\\"\\\\\\\\\\"}"',
+        "%7b%22a+b%22%2c%22%5c%5c%22%7d",
+        'E\'{"a b","\\\\\\\\"}\'',
+    ),
     ("d_int", "7", '"7"', "7", "'7'"),  # a domain is not a JSON number
     ("char(3)", "'x'", '"x  "', "x++", "'x  '"),
 ]
 
 
 @pytest.mark.parametrize(
-    ("sqltype", "value", "as_json", "as_url", "as_sql"), TYPE_CASES,
+    ("sqltype", "value", "as_json", "as_url", "as_sql"),
+    TYPE_CASES,
     ids=[c[0] for c in TYPE_CASES],
 )
-def test_value_encodings(cdc: psycopg.Connection[Any], sqltype: str, value: str,
-                         as_json: str, as_url: str, as_sql: str) -> None:
+def test_value_encodings(
+    cdc: psycopg.Connection[Any], sqltype: str, value: str, as_json: str, as_url: str, as_sql: str
+) -> None:
     cdc.execute("create domain d_int as int4")
     cdc.execute(f"create table t (id int primary key, v {sqltype})")
     trigger_all(cdc, "t")
