@@ -46,10 +46,12 @@ begin
     select q.queue_event_ttl into v_ttl
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
      where s.sub_batch = i_batch_id;
+    -- Without a TTL the limit goes inside, onto the batch query's own order.
     return query execute
         'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
         || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
-        || ' from (' || pgque.batch_event_sql(i_batch_id) || ') b'
+        || ' from (' || pgque.batch_event_sql(i_batch_id)
+        || case when v_ttl is null then ' limit $3' else '' end || ') b'
         || ' where $2 is null or b.ev_time >= now() - $2'
         || ' order by b.ev_id limit $3'
       using i_batch_id, v_ttl, i_limit;
