@@ -126,3 +126,16 @@ def test_consumer_auto_ticker(db: str, conn: psycopg.Connection[Any], plain_queu
         thread.join(5)
     conn.execute("update pgque.config set scheduler = 'pg_cron'")
     assert pgque.Consumer(db, queue="q", name="c")._wants_ticker() is False
+
+
+def test_eager_tick_sees_a_new_queues_first_event(
+    conn: psycopg.Connection[Any], plain_queue: str
+) -> None:
+    """The first event leaves PgQ's sequence gauge at 1: ticker_eager must still tick it."""
+    last = one(conn, "select max(tick_id) from pgque.tick")
+    assert one(conn, "select pgque.ticker_eager('q', '0')") == last  # nothing yet
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    ticked = one(conn, "select pgque.ticker_eager('q', '0')")
+    assert ticked == last + 1
+    assert one(conn, "select pgque.ticker_eager('q', '0')") == ticked  # covered now
+    assert len(rows(conn, "select * from pgque.receive('q', 'c')")) == 1

@@ -87,7 +87,7 @@ begin
      where s.sub_queue = v_main.sub_queue and c.co_name = v_member_name;
     if found then
         if v_member.sub_role <> 'coop_member' then
-            raise exception 'consumer % on queue % is already a normal consumer; explicit conversion is required',
+            raise exception 'consumer % on queue % is already a normal consumer; a subconsumer needs its own name',
                 v_member_name, i_queue using detail = 'pgque:cooperative_consumer';
         end if;
         return v_created;

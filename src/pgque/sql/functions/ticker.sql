@@ -262,6 +262,34 @@ as $$ select 1885827447::bigint $$;
 comment on function pgque.ticker_lock_key() is
     'The advisory lock key every ticker holds while it leads (pg_try_advisory_lock(pgque.ticker_lock_key())): ticker_loop, the SDK Ticker and `pgque ticker`; others stand by.';
 
+-- Internal: PgQ's event gauge reads a sequence's last_value, which is 1 both
+-- before and after the queue's very first event, so that event moves no
+-- gauge. True when that first event exists and the last tick does not see it.
+create or replace function pgque._first_event_unticked(
+    q pgque.queue, i_seq bigint, i_last pgque.tick)
+returns boolean
+language plpgsql stable
+as $$
+declare
+    v_txid xid8;
+    i integer;
+begin
+    if i_seq <> 1 or i_last.tick_event_seq <> 1
+       or pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass) is null then
+        return false;
+    end if;
+    for i in 0 .. q.queue_ntables - 1 loop
+        execute 'select ev_txid from ' || pgque.quote_fqname(q.queue_data_pfx || '_' || i)
+             || ' where ev_id = 1 and ev_owner is null'
+           into v_txid;
+        if v_txid is not null then
+            return not pg_catalog.pg_visible_in_snapshot(v_txid, i_last.tick_snapshot);
+        end if;
+    end loop;
+    return false;
+end
+$$;
+
 create or replace function pgque.ticker_eager(
     i_queue_name text, i_max_wait interval default '5 milliseconds')
 returns bigint
@@ -284,7 +312,8 @@ begin
     end if;
     if v_last.tick_id is not null then
         v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
-        if v_seq <= v_last.tick_event_seq then
+        if v_seq <= v_last.tick_event_seq
+           and not pgque._first_event_unticked(q, v_seq, v_last) then
             return v_last.tick_id;  -- nothing new: covered by the last tick
         end if;
         -- Tick at once when every consumer has taken the last tick (it waits
