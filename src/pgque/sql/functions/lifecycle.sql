@@ -1,1 +1,586 @@
--- lifecycle: written with the lifecycle and observability work.
+-- Lifecycle: the ticker loop, the scheduler jobs (pg_cron or pg_timetable),
+-- status() and uninstall().
+--
+-- Without a scheduler nothing ticks: pgque.start() schedules the jobs in
+-- pg_cron, pgque.start_timetable() in pg_timetable; pgque.stop() removes
+-- them. Every ticker (the loop here, the SDK's Ticker, `pgque ticker`) takes
+-- the ticker lock, pgque.ticker_lock_key(), and idles while another
+-- session holds it, so two schedulers or a scheduler and a manual ticker
+-- never tick side by side.
+
+create or replace function pgque.ticker_lock_key()
+returns bigint
+language sql immutable
+as $$
+    -- 0x70677174, 'pgqt' in ASCII: next to the install lock 'pgqu'
+    -- (1885827445), and not the per-queue tick lock class (1885827446).
+    select 1885827444::bigint
+$$;
+comment on function pgque.ticker_lock_key() is
+    'The per-database advisory lock every pgque ticker holds while it ticks: take it with pg_try_advisory_lock(pgque.ticker_lock_key()) and idle while another session has it.';
+
+-- Internal: the names of the scheduler jobs start() and start_timetable() create.
+create or replace function pgque._job_names()
+returns text[]
+language sql immutable
+as $$
+    select array['pgque_ticker', 'pgque_retry_events', 'pgque_maint',
+                 'pgque_rotate_step2', 'pgque_vacuum']
+$$;
+
+-- Internal: "<1000 / ms> ticks/sec" with two decimals, as status() prints it.
+create or replace function pgque._tick_rate_text(i_period_ms integer)
+returns text
+language sql immutable strict
+as $$ select pg_catalog.round(1000.0 / i_period_ms, 2)::text $$;
+
+-- ---------------------------------------------------------------------
+-- Ticking
+-- ---------------------------------------------------------------------
+
+-- The loops are procedures so they can COMMIT after every tick; PostgreSQL
+-- allows that only in a procedure that runs as its caller and has no SET
+-- clause. So they run with the caller's rights (admin: ticker() and the
+-- config table) and every name in them is schema-qualified.
+create or replace procedure pgque.ticker_loop_for(i_seconds integer)
+language plpgsql
+as $$
+declare
+    v_key constant bigint := pgque.ticker_lock_key();
+    v_start constant timestamptz := pg_catalog.clock_timestamp();
+    v_end timestamptz;
+    v_next timestamptz;
+    v_step interval;
+    v_have_lock boolean;
+    v_rounds integer := 0;
+    v_failures integer := 0;
+    v_last_error text;
+begin
+    if i_seconds is null or i_seconds < 1 or i_seconds > 3600 then
+        raise exception 'ticker_loop_for: seconds must be between 1 and 3600, got %',
+            coalesce(i_seconds::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    v_end := v_start + i_seconds * interval '1 second';
+    v_next := v_start;
+    -- Inside a transaction block this fails at once (invalid transaction
+    -- termination), before the session lock below is taken.
+    commit;
+
+    -- A loop of this session that failed half-way may have left the lock
+    -- taken: reuse it instead of taking it a second time (which would need
+    -- two unlocks).
+    v_have_lock := exists (
+        select 1 from pg_catalog.pg_locks l
+         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
+           and l.database = (select d.oid from pg_catalog.pg_database d
+                              where d.datname = pg_catalog.current_database())
+           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
+           and l.objsubid = 1 and l.granted);
+
+    loop
+        -- Another ticker holds the lock: idle, and try again next round.
+        if not v_have_lock then
+            v_have_lock := pg_catalog.pg_try_advisory_lock(v_key);
+        end if;
+        if v_have_lock then
+            v_rounds := v_rounds + 1;
+            begin
+                perform pgque.ticker();
+            exception when query_canceled then
+                -- Cancelled (stop(), statement_timeout, Ctrl-C): the session
+                -- may live on, so give the lock back before leaving.
+                perform pg_catalog.pg_advisory_unlock(v_key);
+                raise;
+            when others then
+                -- Keep ticking through a transient error; report it at the end.
+                v_failures := v_failures + 1;
+                v_last_error := sqlerrm;
+                if v_failures = 1 then
+                    perform pgque.log_event('error', 'ticker', 'ticker() failed in the ticker loop',
+                        pg_catalog.jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate));
+                end if;
+            end;
+        end if;
+        commit;
+
+        -- The period is read every round: set_tick_period_ms() applies at once.
+        select pg_catalog.make_interval(secs => c.tick_period_ms / 1000.0) into v_step
+          from pgque.config c;
+        v_next := v_next + v_step;
+        -- A round that overran its slot skips the slots it missed.
+        while v_next <= pg_catalog.clock_timestamp() loop
+            v_next := v_next + v_step;
+        end loop;
+        exit when v_next >= v_end;
+        begin
+            perform pg_catalog.pg_sleep(
+                pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp()));
+        exception when query_canceled then
+            if v_have_lock then
+                perform pg_catalog.pg_advisory_unlock(v_key);
+            end if;
+            raise;
+        end;
+        -- The next tick's transaction, whose start is its tick_time, begins now.
+        commit;
+    end loop;
+
+    if v_have_lock then
+        perform pg_catalog.pg_advisory_unlock(v_key);
+    end if;
+    if v_failures > 0 then
+        -- Everything ticked so far is committed; this marks the run failed.
+        raise exception 'pgque ticker loop: ticker() failed in % of % rounds; last error: %',
+            v_failures, v_rounds, v_last_error using detail = 'pgque:ticker_failed';
+    end if;
+end
+$$;
+comment on procedure pgque.ticker_loop_for(integer) is
+    'CALL outside a transaction block: runs ticker() every tick_period_ms for i_seconds (1..3600), committing after each, while holding the ticker lock (idles while another ticker holds it).';
+
+create or replace procedure pgque.ticker_loop()
+language plpgsql
+as $$
+begin
+    call pgque.ticker_loop_for(1);
+end
+$$;
+comment on procedure pgque.ticker_loop() is
+    'CALL outside a transaction block: 1000 / tick_period_ms calls of ticker() within about one second, committing after each (what the pg_cron ticker job runs every second).';
+
+create or replace function pgque.set_tick_period_ms(p_period_ms integer)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if p_period_ms is null or p_period_ms < 1 or p_period_ms > 1000 or 1000 % p_period_ms <> 0 then
+        raise exception 'tick_period_ms must be an exact divisor of 1000 between 1 and 1000 (got %)',
+            coalesce(p_period_ms::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    update pgque.config set tick_period_ms = p_period_ms
+     where tick_period_ms is distinct from p_period_ms;
+    if found then
+        perform pgque.log_event('info', 'lifecycle', 'tick period changed',
+                                jsonb_build_object('tick_period_ms', p_period_ms));
+    end if;
+    return p_period_ms;
+end
+$$;
+comment on function pgque.set_tick_period_ms(integer) is
+    'Sets how often the ticker loops tick (an exact divisor of 1000 ms); they read it every round. Returns the value.';
+
+-- ---------------------------------------------------------------------
+-- pg_cron
+-- ---------------------------------------------------------------------
+
+-- Internal: the jobs start() schedules for a pg_cron of the given version
+-- (pg_extension.extversion, e.g. '1.4-1' for Debian 12's 1.4.2). pg_cron
+-- 1.5 added schedules in seconds; before it, schedules are per minute, so
+-- the ticker job runs a loop that lasts most of the minute instead.
+create or replace function pgque._cron_jobs(i_cron_version text)
+returns table (job_name text, schedule text, command text)
+language plpgsql stable
+as $$
+declare
+    v_parts text[];
+    v_version integer[];
+    v_seconds boolean;
+    v_vacuum text;
+begin
+    v_parts := pg_catalog.regexp_match(i_cron_version, '^(\d+)\.(\d+)');
+    if v_parts is null then
+        raise exception 'pgque.start: cannot read the pg_cron version %',
+            coalesce(pg_catalog.quote_literal(i_cron_version), 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    v_version := array[v_parts[1]::integer, v_parts[2]::integer];
+    if v_version < array[1, 3] then
+        raise exception 'pgque.start: pg_cron % is too old; pgque needs pg_cron 1.3 or later (named jobs)',
+            i_cron_version using detail = 'pgque:scheduler_too_old';
+    end if;
+    v_seconds := v_version >= array[1, 5];
+
+    -- One statement: VACUUM cannot run in a function or a transaction block.
+    select 'VACUUM (SKIP_LOCKED) ' || pg_catalog.string_agg(t.name, ', ' order by t.n)
+      into v_vacuum
+      from pgque.maint_tables_to_vacuum() with ordinality as t(name, n);
+
+    job_name := 'pgque_ticker';
+    if v_seconds then
+        schedule := '1 second';
+        command := 'CALL pgque.ticker_loop()';
+    else
+        -- 58 s from the start of each minute: a run ends before the next
+        -- one starts. (A late run would only idle on the ticker lock.)
+        schedule := '* * * * *';
+        command := 'CALL pgque.ticker_loop_for(58)';
+    end if;
+    return next;
+    -- A bare CALL: any statement before it would put the procedure inside an
+    -- implicit transaction block, where its COMMIT fails. The others may set
+    -- a statement timeout first.
+    job_name := 'pgque_retry_events';
+    schedule := case when v_seconds then '30 seconds' else '* * * * *' end;
+    command := 'SET statement_timeout = ''25s''; SELECT pgque.maint_retry_events()';
+    return next;
+    job_name := 'pgque_maint';
+    command := 'SET statement_timeout = ''25s''; SELECT pgque.maint()';
+    return next;
+    job_name := 'pgque_rotate_step2';
+    schedule := case when v_seconds then '10 seconds' else '* * * * *' end;
+    command := 'SELECT pgque.maint_rotate_tables_step2()';
+    return next;
+    job_name := 'pgque_vacuum';
+    schedule := case when v_seconds then '30 seconds' else '* * * * *' end;
+    command := v_vacuum;
+    return next;
+end
+$$;
+
+create or replace function pgque.stop()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_scheduler text;
+    v_name text;
+    v_jobid bigint;
+    v_jobids bigint[] := '{}';
+    v_found boolean;
+begin
+    select scheduler into v_scheduler from pgque.config;
+    if v_scheduler = 'pg_timetable' then
+        perform pgque.stop_timetable();
+    elsif exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        -- By name, in this database, as the role that scheduled them (pgque's
+        -- owner: start() runs as it).
+        foreach v_name in array pgque._job_names() loop
+            v_found := false;
+            for v_jobid in
+                select j.jobid from cron.job j
+                 where j.jobname = v_name and j.username = current_user
+                   and j.database = pg_catalog.current_database()
+                 order by j.jobid
+            loop
+                perform cron.unschedule(v_jobid);
+                v_found := true;
+                v_jobids := v_jobids || v_jobid;
+            end loop;
+            if not v_found then
+                raise notice 'pgque.stop: % job not found (OK on first install)',
+                    pg_catalog.substr(v_name, 7);
+            end if;
+        end loop;
+        -- A run in progress would go on (pg_cron 1.4's ticker loop for up to
+        -- a minute): cancel it. Only a live session of this database that is
+        -- still running that very job's command is touched.
+        if pg_catalog.cardinality(v_jobids) > 0
+           and pg_catalog.to_regclass('cron.job_run_details') is not null then
+            perform pg_catalog.pg_cancel_backend(a.pid)
+               from cron.job_run_details d
+               join pg_catalog.pg_stat_activity a on a.pid = d.job_pid
+              where d.jobid = any (v_jobids) and d.status = 'running'
+                and a.datname = pg_catalog.current_database() and a.query = d.command;
+        end if;
+    end if;
+
+    update pgque.config set ticker_job_id = null, maint_job_id = null, scheduler = null
+     where ticker_job_id is not null or maint_job_id is not null or scheduler is not null;
+    if found or pg_catalog.cardinality(v_jobids) > 0 then
+        perform pgque.log_event('info', 'lifecycle', 'stopped', jsonb_build_object(
+            'scheduler', v_scheduler, 'pg_cron_jobs_removed', v_jobids));
+    end if;
+end
+$$;
+comment on function pgque.stop() is
+    'Removes pgque''s scheduler jobs (pg_cron by name, cancelling runs in progress, or through stop_timetable()) and clears the job ids. Harmless when nothing is scheduled or pg_cron is absent.';
+
+create or replace function pgque.start()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_version text;
+    v_in_database regprocedure;
+    v_job record;
+    v_id bigint;
+    v_ids jsonb := '{}';
+    v_period integer;
+begin
+    select extversion into v_version from pg_catalog.pg_extension where extname = 'pg_cron';
+    if not found then
+        raise exception 'pg_cron extension is not installed. PgQue itself works without pg_cron, but pgque.start() schedules cron jobs. Install pg_cron first, or run pgque.ticker() and pgque.maint() manually.'
+            using detail = 'pgque:scheduler_missing';
+    end if;
+
+    -- Starting twice leaves one set of jobs; a switch from pg_timetable
+    -- removes its jobs. All of it is one transaction: if anything fails,
+    -- the earlier jobs stay and no new one exists.
+    perform pgque.stop_timetable();
+    perform pgque.stop();
+
+    -- cron.schedule() runs jobs in cron.database_name, which is this database
+    -- (the extension can only be created there); schedule_in_database() says
+    -- so explicitly where it exists and may be called.
+    v_in_database := pg_catalog.to_regprocedure('cron.schedule_in_database(text,text,text,text,text,boolean)');
+    if v_in_database is not null
+       and not pg_catalog.has_function_privilege(v_in_database, 'execute') then
+        v_in_database := null;
+    end if;
+    for v_job in select * from pgque._cron_jobs(v_version) loop
+        if v_in_database is not null then
+            v_id := cron.schedule_in_database(v_job.job_name, v_job.schedule, v_job.command,
+                                              pg_catalog.current_database());
+        else
+            v_id := cron.schedule(v_job.job_name, v_job.schedule, v_job.command);
+        end if;
+        v_ids := v_ids || jsonb_build_object(v_job.job_name, v_id);
+    end loop;
+
+    update pgque.config
+       set ticker_job_id = (v_ids ->> 'pgque_ticker')::bigint,
+           maint_job_id = (v_ids ->> 'pgque_maint')::bigint,
+           scheduler = 'pg_cron'
+    returning tick_period_ms into v_period;
+    raise notice 'pgque started: ticker=% (% ticks/sec), retry_events=%, maint=%, rotate_step2=%, vacuum=%',
+        v_ids ->> 'pgque_ticker', pgque._tick_rate_text(v_period), v_ids ->> 'pgque_retry_events',
+        v_ids ->> 'pgque_maint', v_ids ->> 'pgque_rotate_step2', v_ids ->> 'pgque_vacuum';
+    -- pg_cron before 1.5 in background-worker mode waits for a running job
+    -- before it looks at the jobs that follow it: with the minute-long ticker
+    -- run, those start only when the run ends (measured with 1.4.2).
+    if (select ticker.command from pgque._cron_jobs(v_version) ticker
+         where ticker.job_name = 'pgque_ticker') like 'CALL pgque.ticker_loop_for(%'
+       and pg_catalog.current_setting('cron.use_background_workers', true) = 'on' then
+        raise warning 'pgque.start: pg_cron % runs jobs in background workers, and while pgque''s minute-long ticker run lasts its scheduler starts no other job: some jobs of each minute start only when that run ends, about 58 s later',
+            v_version
+            using hint = 'Set cron.use_background_workers = off (pg_cron connects through cron.host, e.g. the socket directory) or use pg_cron 1.5 or later.';
+    end if;
+    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+        'scheduler', 'pg_cron', 'pg_cron_version', v_version, 'jobs', v_ids,
+        'tick_period_ms', v_period));
+end
+$$;
+comment on function pgque.start() is
+    'Schedules pgque''s jobs in pg_cron in this database: ticker loop, retries, maint(), rotation step 2, VACUUM. Replaces earlier pgque jobs (pg_cron or pg_timetable).';
+
+-- ---------------------------------------------------------------------
+-- pg_timetable
+-- ---------------------------------------------------------------------
+
+-- Internal: whether the timetable schema and its job API are present (false
+-- when not), raising when they are but cannot be trusted: pgque runs
+-- their functions as its owner, so the schema must belong to that owner or
+-- a superuser, and the job functions to the schema's owner.
+create or replace function pgque._timetable_ready(i_starting boolean)
+returns boolean
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_schema oid;
+    v_owner oid;
+    v_api text[] := case when i_starting then array['add_job', 'delete_job']
+                         else array['delete_job'] end;
+begin
+    select oid, nspowner into v_schema, v_owner
+      from pg_catalog.pg_namespace where nspname = 'timetable';
+    if not found then
+        return false;
+    end if;
+    if (select count(distinct p.proname) from pg_catalog.pg_proc p
+         where p.pronamespace = v_schema and p.proname = any (v_api))
+       < pg_catalog.cardinality(v_api) then
+        return false;
+    end if;
+    if v_owner <> (select r.oid from pg_catalog.pg_roles r where r.rolname = current_user)
+       and not (select r.rolsuper from pg_catalog.pg_roles r where r.oid = v_owner) then
+        raise exception 'untrusted pg_timetable schema owner: %', pg_catalog.pg_get_userbyid(v_owner)
+            using detail = 'pgque:scheduler_untrusted';
+    end if;
+    if exists (select 1 from pg_catalog.pg_proc p
+                where p.pronamespace = v_schema and p.proname = any (v_api)
+                  and p.proowner <> v_owner) then
+        raise exception 'untrusted pg_timetable API owner: % must be owned by timetable schema owner',
+            pg_catalog.array_to_string(v_api, '/') using detail = 'pgque:scheduler_untrusted';
+    end if;
+    return true;
+end
+$$;
+
+create or replace function pgque.stop_timetable()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text;
+begin
+    -- Only when pg_timetable is the active scheduler; otherwise quietly nothing.
+    if (select scheduler from pgque.config) is distinct from 'pg_timetable' then
+        return;
+    end if;
+    -- Without the schema the jobs are gone with it.
+    if pgque._timetable_ready(false) then
+        foreach v_name in array pgque._job_names() loop
+            perform timetable.delete_job(v_name);
+        end loop;
+    end if;
+    update pgque.config set ticker_job_id = null, maint_job_id = null, scheduler = null;
+    perform pgque.log_event('info', 'lifecycle', 'stopped', '{"scheduler": "pg_timetable"}');
+end
+$$;
+comment on function pgque.stop_timetable() is
+    'Removes pgque''s pg_timetable jobs when pg_timetable is the active scheduler; otherwise does nothing.';
+
+create or replace function pgque.start_timetable(i_ticks_per_second integer default 10)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text;
+    v_job record;
+    v_ids jsonb := '{}';
+    v_vacuum text;
+begin
+    if not pgque._timetable_ready(true) then
+        raise exception 'pg_timetable schema/API is not installed. Run pg_timetable against this database first, or use pgque.start() for pg_cron.'
+            using detail = 'pgque:scheduler_missing';
+    end if;
+    if i_ticks_per_second is null or i_ticks_per_second < 1 or i_ticks_per_second > 1000
+       or 1000 % i_ticks_per_second <> 0 then
+        raise exception 'ticks_per_second must be an exact divisor of 1000 between 1 and 1000 (got %)',
+            coalesce(i_ticks_per_second::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+
+    -- Replaces pg_cron jobs and earlier pg_timetable jobs of the same names.
+    perform pgque.stop();
+    foreach v_name in array pgque._job_names() loop
+        perform timetable.delete_job(v_name);
+    end loop;
+    update pgque.config set tick_period_ms = 1000 / i_ticks_per_second;
+
+    select 'VACUUM (SKIP_LOCKED) ' || pg_catalog.string_agg(t.name, ', ' order by t.n)
+      into v_vacuum
+      from pgque.maint_tables_to_vacuum() with ordinality as t(name, n);
+    -- add_job creates autonomous tasks (outside a transaction), which the
+    -- committing ticker loop and VACUUM need; one statement per job.
+    for v_job in
+        select * from (values
+            ('pgque_ticker', '@every 1 second', 'CALL pgque.ticker_loop()'),
+            ('pgque_retry_events', '@every 30 seconds', 'SELECT pgque.maint_retry_events()'),
+            ('pgque_maint', '@every 30 seconds', 'SELECT pgque.maint()'),
+            ('pgque_rotate_step2', '@every 10 seconds', 'SELECT pgque.maint_rotate_tables_step2()'),
+            ('pgque_vacuum', '@every 30 seconds', v_vacuum)
+        ) as j(job_name, schedule, command)
+    loop
+        v_ids := v_ids || jsonb_build_object(v_job.job_name, timetable.add_job(
+            job_name => v_job.job_name, job_schedule => v_job.schedule,
+            job_command => v_job.command, job_max_instances => 1));
+    end loop;
+
+    update pgque.config
+       set ticker_job_id = (v_ids ->> 'pgque_ticker')::bigint,
+           maint_job_id = (v_ids ->> 'pgque_maint')::bigint,
+           scheduler = 'pg_timetable';
+    raise notice 'pgque started with pg_timetable: ticker=% (% ticks/sec), retry_events=%, maint=%, rotate_step2=%, vacuum=%',
+        v_ids ->> 'pgque_ticker', i_ticks_per_second, v_ids ->> 'pgque_retry_events',
+        v_ids ->> 'pgque_maint', v_ids ->> 'pgque_rotate_step2', v_ids ->> 'pgque_vacuum';
+    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+        'scheduler', 'pg_timetable', 'jobs', v_ids, 'tick_period_ms', 1000 / i_ticks_per_second));
+end
+$$;
+comment on function pgque.start_timetable(integer) is
+    'Schedules pgque''s jobs in pg_timetable (schema timetable, trusted owner) and sets the tick period to 1000 / i_ticks_per_second ms. Replaces earlier pgque jobs.';
+
+-- ---------------------------------------------------------------------
+-- Status and uninstall
+-- ---------------------------------------------------------------------
+
+create or replace function pgque.status()
+returns table (component text, status text, detail text)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_cfg pgque.config;
+    v_scheduler text;
+    v_rate text;
+begin
+    select * into v_cfg from pgque.config;
+    v_scheduler := coalesce(v_cfg.scheduler, 'manual');
+    v_rate := pgque._tick_rate_text(v_cfg.tick_period_ms);
+
+    return query values
+        ('postgresql', 'info', pg_catalog.version()),
+        ('pgque', 'info', pgque.version()),
+        ('scheduler', v_scheduler,
+         pg_catalog.format('ticker_job_id=%s, maint_job_id=%s, tick_period_ms=%s (%s ticks/sec)',
+             coalesce(v_cfg.ticker_job_id::text, 'NULL'), coalesce(v_cfg.maint_job_id::text, 'NULL'),
+             v_cfg.tick_period_ms, v_rate)),
+        ('ticker',
+         case when v_cfg.ticker_job_id is not null then 'scheduled' else 'stopped' end,
+         case when v_cfg.ticker_job_id is not null then
+             pg_catalog.format('scheduler=%s, job_id=%s, tick_period_ms=%s (%s ticks/sec)',
+                 v_scheduler, v_cfg.ticker_job_id, v_cfg.tick_period_ms, v_rate)
+         else pg_catalog.format('not scheduled (tick_period_ms=%s)', v_cfg.tick_period_ms) end),
+        ('maintenance',
+         case when v_cfg.maint_job_id is not null then 'scheduled' else 'stopped' end,
+         case when v_cfg.maint_job_id is not null then
+             pg_catalog.format('scheduler=%s, job_id=%s', v_scheduler, v_cfg.maint_job_id)
+         else 'not scheduled' end);
+    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        return query values ('pg_cron', 'unavailable',
+            'use pgque.start_timetable() for pg_timetable, or call pgque.ticker() / pgque.maint() manually');
+    end if;
+    if not exists (select 1 from pg_catalog.pg_namespace where nspname = 'timetable') then
+        return query values ('pg_timetable', 'unavailable',
+            'run pg_timetable against this database, then call pgque.start_timetable()');
+    end if;
+    return query
+        select 'queues', 'info', pg_catalog.format('%s queues configured', count(*))
+          from pgque.queue
+        union all
+        select 'consumers', 'info', pg_catalog.format('%s active subscriptions', count(*))
+          from pgque.subscription;
+end
+$$;
+comment on function pgque.status() is
+    'Diagnostic rows (component, status, detail): server and pgque versions, scheduler, ticker and maintenance jobs, missing schedulers, queue and subscription counts.';
+
+-- Runs as its caller, who must own schema pgque (or be a superuser): the
+-- drop needs that anyway, and the check gives a clear error first.
+create or replace function pgque.uninstall()
+returns void
+language plpgsql
+security invoker set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_owner oid;
+    v_messages text;
+begin
+    select nspowner into v_owner from pg_catalog.pg_namespace where nspname = 'pgque';
+    if not (select r.rolsuper from pg_catalog.pg_roles r where r.rolname = current_user)
+       and not pg_catalog.pg_has_role(current_user, v_owner, 'usage') then
+        raise exception 'pgque.uninstall: only the owner of schema pgque (%) or a superuser may uninstall pgque, not %',
+            pg_catalog.pg_get_userbyid(v_owner), current_user
+            using errcode = 'insufficient_privilege', detail = 'pgque:not_owner';
+    end if;
+    -- Quiet: stop()'s notices about jobs that do not exist and the
+    -- cascade's list of every dropped object.
+    v_messages := pg_catalog.current_setting('client_min_messages');
+    perform pg_catalog.set_config('client_min_messages', 'warning', true);
+    -- Jobs of either scheduler first: left behind, they would call
+    -- functions that no longer exist. A failure here aborts the uninstall.
+    perform pgque.stop();
+    perform pgque.log_event('info', 'lifecycle', 'uninstalled', '{}');
+    drop schema pgque cascade;
+    perform pg_catalog.set_config('client_min_messages', v_messages, true);
+    raise notice 'pgque uninstalled. Run DROP ROLE IF EXISTS pgque_reader, pgque_writer, pgque_admin; manually if needed.';
+end
+$$;
+comment on function pgque.uninstall() is
+    'Owner only: removes pgque''s scheduler jobs, then drops schema pgque with every queue and event. The roles stay.';

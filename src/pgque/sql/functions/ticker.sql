@@ -255,13 +255,6 @@ $$;
 comment on function pgque.force_next_tick(text) is
     'Like force_tick, but raises for paused and externally ticked queues.';
 
-create or replace function pgque.ticker_lock_key()
-returns bigint
-language sql immutable
-as $$ select 1885827447::bigint $$;
-comment on function pgque.ticker_lock_key() is
-    'The advisory lock key every ticker holds while it leads (pg_try_advisory_lock(pgque.ticker_lock_key())): ticker_loop, the SDK Ticker and `pgque ticker`; others stand by.';
-
 -- Internal: PgQ's event gauge reads a sequence's last_value, which is 1 both
 -- before and after the queue's very first event, so that event moves no
 -- gauge. True when that first event exists and the last tick does not see it.
