@@ -1174,12 +1174,33 @@ $$;
 comment on function pgque.force_next_tick(text) is
     'Like force_tick, but raises for paused and externally ticked queues.';
 
-create or replace function pgque.ticker_lock_key()
-returns bigint
-language sql immutable
-as $$ select 1885827447::bigint $$;
-comment on function pgque.ticker_lock_key() is
-    'The advisory lock key every ticker holds while it leads (pg_try_advisory_lock(pgque.ticker_lock_key())): ticker_loop, the SDK Ticker and `pgque ticker`; others stand by.';
+-- Internal: PgQ's event gauge reads a sequence's last_value, which is 1 both
+-- before and after the queue's very first event, so that event moves no
+-- gauge. True when that first event exists and the last tick does not see it.
+create or replace function pgque._first_event_unticked(
+    q pgque.queue, i_seq bigint, i_last pgque.tick)
+returns boolean
+language plpgsql stable
+as $$
+declare
+    v_txid xid8;
+    i integer;
+begin
+    if i_seq <> 1 or i_last.tick_event_seq <> 1
+       or pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass) is null then
+        return false;
+    end if;
+    for i in 0 .. q.queue_ntables - 1 loop
+        execute 'select ev_txid from ' || pgque.quote_fqname(q.queue_data_pfx || '_' || i)
+             || ' where ev_id = 1 and ev_owner is null'
+           into v_txid;
+        if v_txid is not null then
+            return not pg_catalog.pg_visible_in_snapshot(v_txid, i_last.tick_snapshot);
+        end if;
+    end loop;
+    return false;
+end
+$$;
 
 create or replace function pgque.ticker_eager(
     i_queue_name text, i_max_wait interval default '5 milliseconds')
@@ -1203,7 +1224,8 @@ begin
     end if;
     if v_last.tick_id is not null then
         v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
-        if v_seq <= v_last.tick_event_seq then
+        if v_seq <= v_last.tick_event_seq
+           and not pgque._first_event_unticked(q, v_seq, v_last) then
             return v_last.tick_id;  -- nothing new: covered by the last tick
         end if;
         -- Tick at once when every consumer has taken the last tick (it waits
@@ -2736,10 +2758,12 @@ begin
     select q.queue_event_ttl into v_ttl
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
      where s.sub_batch = i_batch_id;
+    -- Without a TTL the limit goes inside, onto the batch query's own order.
     return query execute
         'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
         || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
-        || ' from (' || pgque.batch_event_sql(i_batch_id) || ') b'
+        || ' from (' || pgque.batch_event_sql(i_batch_id)
+        || case when v_ttl is null then ' limit $3' else '' end || ') b'
         || ' where $2 is null or b.ev_time >= now() - $2'
         || ' order by b.ev_id limit $3'
       using i_batch_id, v_ttl, i_limit;
@@ -3169,7 +3193,7 @@ begin
      where s.sub_queue = v_main.sub_queue and c.co_name = v_member_name;
     if found then
         if v_member.sub_role <> 'coop_member' then
-            raise exception 'consumer % on queue % is already a normal consumer; explicit conversion is required',
+            raise exception 'consumer % on queue % is already a normal consumer; a subconsumer needs its own name',
                 v_member_name, i_queue using detail = 'pgque:cooperative_consumer';
         end if;
         return v_created;
@@ -3957,13 +3981,1565 @@ comment on view pgque.partition_slot_status is
     'Every partition slot: its lease, epoch, position and estimated pending events.';
 
 -- file: functions/lifecycle.sql
--- lifecycle: written with the lifecycle and observability work.
+-- Lifecycle: the ticker loop, the scheduler jobs (pg_cron or pg_timetable),
+-- status() and uninstall().
+--
+-- Without a scheduler nothing ticks: pgque.start() schedules the jobs in
+-- pg_cron, pgque.start_timetable() in pg_timetable; pgque.stop() removes
+-- them. Every ticker (the loop here, the SDK's Ticker, `pgque ticker`) takes
+-- the ticker lock, pgque.ticker_lock_key(), and idles while another
+-- session holds it, so two schedulers or a scheduler and a manual ticker
+-- never tick side by side.
+
+create or replace function pgque.ticker_lock_key()
+returns bigint
+language sql immutable
+as $$
+    -- 0x70677174, 'pgqt' in ASCII: next to the install lock 'pgqu'
+    -- (1885827445), and not the per-queue tick lock class (1885827446).
+    select 1885827444::bigint
+$$;
+comment on function pgque.ticker_lock_key() is
+    'The per-database advisory lock every pgque ticker holds while it ticks: take it with pg_try_advisory_lock(pgque.ticker_lock_key()) and idle while another session has it.';
+
+-- Internal: the names of the scheduler jobs start() and start_timetable() create.
+create or replace function pgque._job_names()
+returns text[]
+language sql immutable
+as $$
+    select array['pgque_ticker', 'pgque_retry_events', 'pgque_maint',
+                 'pgque_rotate_step2', 'pgque_vacuum']
+$$;
+
+-- Internal: "<1000 / ms> ticks/sec" with two decimals, as status() prints it.
+create or replace function pgque._tick_rate_text(i_period_ms integer)
+returns text
+language sql immutable strict
+as $$ select pg_catalog.round(1000.0 / i_period_ms, 2)::text $$;
+
+-- ---------------------------------------------------------------------
+-- Ticking
+-- ---------------------------------------------------------------------
+
+-- The loops are procedures so they can COMMIT after every tick; PostgreSQL
+-- allows that only in a procedure that runs as its caller and has no SET
+-- clause. So they run with the caller's rights (admin: ticker() and the
+-- config table) and every name in them is schema-qualified.
+create or replace procedure pgque.ticker_loop_for(i_seconds integer)
+language plpgsql
+as $$
+declare
+    v_key constant bigint := pgque.ticker_lock_key();
+    v_start constant timestamptz := pg_catalog.clock_timestamp();
+    v_end timestamptz;
+    v_next timestamptz;
+    v_step interval;
+    v_have_lock boolean;
+    v_rounds integer := 0;
+    v_failures integer := 0;
+    v_last_error text;
+begin
+    if i_seconds is null or i_seconds < 1 or i_seconds > 3600 then
+        raise exception 'ticker_loop_for: seconds must be between 1 and 3600, got %',
+            coalesce(i_seconds::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    v_end := v_start + i_seconds * interval '1 second';
+    v_next := v_start;
+    -- Inside a transaction block this fails at once (invalid transaction
+    -- termination), before the session lock below is taken.
+    commit;
+
+    -- A loop of this session that failed half-way may have left the lock
+    -- taken: reuse it instead of taking it a second time (which would need
+    -- two unlocks).
+    v_have_lock := exists (
+        select 1 from pg_catalog.pg_locks l
+         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
+           and l.database = (select d.oid from pg_catalog.pg_database d
+                              where d.datname = pg_catalog.current_database())
+           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
+           and l.objsubid = 1 and l.granted);
+
+    loop
+        -- Another ticker holds the lock: idle, and try again next round.
+        if not v_have_lock then
+            v_have_lock := pg_catalog.pg_try_advisory_lock(v_key);
+        end if;
+        if v_have_lock then
+            v_rounds := v_rounds + 1;
+            begin
+                perform pgque.ticker();
+            exception when query_canceled then
+                -- Cancelled (stop(), statement_timeout, Ctrl-C): the session
+                -- may live on, so give the lock back before leaving.
+                perform pg_catalog.pg_advisory_unlock(v_key);
+                raise;
+            when others then
+                -- Keep ticking through a transient error; report it at the end.
+                v_failures := v_failures + 1;
+                v_last_error := sqlerrm;
+                if v_failures = 1 then
+                    perform pgque.log_event('error', 'ticker', 'ticker() failed in the ticker loop',
+                        pg_catalog.jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate));
+                end if;
+            end;
+        end if;
+        commit;
+
+        -- The period is read every round: set_tick_period_ms() applies at once.
+        select pg_catalog.make_interval(secs => c.tick_period_ms / 1000.0) into v_step
+          from pgque.config c;
+        v_next := v_next + v_step;
+        -- A round that overran its slot skips the slots it missed.
+        while v_next <= pg_catalog.clock_timestamp() loop
+            v_next := v_next + v_step;
+        end loop;
+        exit when v_next >= v_end;
+        begin
+            perform pg_catalog.pg_sleep(
+                pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp()));
+        exception when query_canceled then
+            if v_have_lock then
+                perform pg_catalog.pg_advisory_unlock(v_key);
+            end if;
+            raise;
+        end;
+        -- The next tick's transaction, whose start is its tick_time, begins now.
+        commit;
+    end loop;
+
+    if v_have_lock then
+        perform pg_catalog.pg_advisory_unlock(v_key);
+    end if;
+    if v_failures > 0 then
+        -- Everything ticked so far is committed; this marks the run failed.
+        raise exception 'pgque ticker loop: ticker() failed in % of % rounds; last error: %',
+            v_failures, v_rounds, v_last_error using detail = 'pgque:ticker_failed';
+    end if;
+end
+$$;
+comment on procedure pgque.ticker_loop_for(integer) is
+    'CALL outside a transaction block: runs ticker() every tick_period_ms for i_seconds (1..3600), committing after each, while holding the ticker lock (idles while another ticker holds it).';
+
+create or replace procedure pgque.ticker_loop()
+language plpgsql
+as $$
+begin
+    call pgque.ticker_loop_for(1);
+end
+$$;
+comment on procedure pgque.ticker_loop() is
+    'CALL outside a transaction block: 1000 / tick_period_ms calls of ticker() within about one second, committing after each (what the pg_cron ticker job runs every second).';
+
+create or replace function pgque.set_tick_period_ms(p_period_ms integer)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if p_period_ms is null or p_period_ms < 1 or p_period_ms > 1000 or 1000 % p_period_ms <> 0 then
+        raise exception 'tick_period_ms must be an exact divisor of 1000 between 1 and 1000 (got %)',
+            coalesce(p_period_ms::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    update pgque.config set tick_period_ms = p_period_ms
+     where tick_period_ms is distinct from p_period_ms;
+    if found then
+        perform pgque.log_event('info', 'lifecycle', 'tick period changed',
+                                jsonb_build_object('tick_period_ms', p_period_ms));
+    end if;
+    return p_period_ms;
+end
+$$;
+comment on function pgque.set_tick_period_ms(integer) is
+    'Sets how often the ticker loops tick (an exact divisor of 1000 ms); they read it every round. Returns the value.';
+
+-- ---------------------------------------------------------------------
+-- pg_cron
+-- ---------------------------------------------------------------------
+
+-- Internal: the jobs start() schedules for a pg_cron of the given version
+-- (pg_extension.extversion, e.g. '1.4-1' for Debian 12's 1.4.2). pg_cron
+-- 1.5 added schedules in seconds; before it, schedules are per minute, so
+-- the ticker job runs a loop that lasts most of the minute instead.
+create or replace function pgque._cron_jobs(i_cron_version text)
+returns table (job_name text, schedule text, command text)
+language plpgsql stable
+as $$
+declare
+    v_parts text[];
+    v_version integer[];
+    v_seconds boolean;
+    v_vacuum text;
+begin
+    v_parts := pg_catalog.regexp_match(i_cron_version, '^(\d+)\.(\d+)');
+    if v_parts is null then
+        raise exception 'pgque.start: cannot read the pg_cron version %',
+            coalesce(pg_catalog.quote_literal(i_cron_version), 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    v_version := array[v_parts[1]::integer, v_parts[2]::integer];
+    if v_version < array[1, 3] then
+        raise exception 'pgque.start: pg_cron % is too old; pgque needs pg_cron 1.3 or later (named jobs)',
+            i_cron_version using detail = 'pgque:scheduler_too_old';
+    end if;
+    v_seconds := v_version >= array[1, 5];
+
+    -- One statement: VACUUM cannot run in a function or a transaction block.
+    select 'VACUUM (SKIP_LOCKED) ' || pg_catalog.string_agg(t.name, ', ' order by t.n)
+      into v_vacuum
+      from pgque.maint_tables_to_vacuum() with ordinality as t(name, n);
+
+    job_name := 'pgque_ticker';
+    if v_seconds then
+        schedule := '1 second';
+        command := 'CALL pgque.ticker_loop()';
+    else
+        -- 58 s from the start of each minute: a run ends before the next
+        -- one starts. (A late run would only idle on the ticker lock.)
+        schedule := '* * * * *';
+        command := 'CALL pgque.ticker_loop_for(58)';
+    end if;
+    return next;
+    -- A bare CALL: any statement before it would put the procedure inside an
+    -- implicit transaction block, where its COMMIT fails. The others may set
+    -- a statement timeout first.
+    job_name := 'pgque_retry_events';
+    schedule := case when v_seconds then '30 seconds' else '* * * * *' end;
+    command := 'SET statement_timeout = ''25s''; SELECT pgque.maint_retry_events()';
+    return next;
+    job_name := 'pgque_maint';
+    command := 'SET statement_timeout = ''25s''; SELECT pgque.maint()';
+    return next;
+    job_name := 'pgque_rotate_step2';
+    schedule := case when v_seconds then '10 seconds' else '* * * * *' end;
+    command := 'SELECT pgque.maint_rotate_tables_step2()';
+    return next;
+    job_name := 'pgque_vacuum';
+    schedule := case when v_seconds then '30 seconds' else '* * * * *' end;
+    command := v_vacuum;
+    return next;
+end
+$$;
+
+create or replace function pgque.stop()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_scheduler text;
+    v_name text;
+    v_jobid bigint;
+    v_jobids bigint[] := '{}';
+    v_found boolean;
+begin
+    select scheduler into v_scheduler from pgque.config;
+    if v_scheduler = 'pg_timetable' then
+        perform pgque.stop_timetable();
+    elsif exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        -- By name, in this database, as the role that scheduled them (pgque's
+        -- owner: start() runs as it).
+        foreach v_name in array pgque._job_names() loop
+            v_found := false;
+            for v_jobid in
+                select j.jobid from cron.job j
+                 where j.jobname = v_name and j.username = current_user
+                   and j.database = pg_catalog.current_database()
+                 order by j.jobid
+            loop
+                perform cron.unschedule(v_jobid);
+                v_found := true;
+                v_jobids := v_jobids || v_jobid;
+            end loop;
+            if not v_found then
+                raise notice 'pgque.stop: % job not found (OK on first install)',
+                    pg_catalog.substr(v_name, 7);
+            end if;
+        end loop;
+        -- A run in progress would go on (pg_cron 1.4's ticker loop for up to
+        -- a minute): cancel it. Only a live session of this database that is
+        -- still running that very job's command is touched.
+        if pg_catalog.cardinality(v_jobids) > 0
+           and pg_catalog.to_regclass('cron.job_run_details') is not null then
+            perform pg_catalog.pg_cancel_backend(a.pid)
+               from cron.job_run_details d
+               join pg_catalog.pg_stat_activity a on a.pid = d.job_pid
+              where d.jobid = any (v_jobids) and d.status = 'running'
+                and a.datname = pg_catalog.current_database() and a.query = d.command;
+        end if;
+    end if;
+
+    update pgque.config set ticker_job_id = null, maint_job_id = null, scheduler = null
+     where ticker_job_id is not null or maint_job_id is not null or scheduler is not null;
+    if found or pg_catalog.cardinality(v_jobids) > 0 then
+        perform pgque.log_event('info', 'lifecycle', 'stopped', jsonb_build_object(
+            'scheduler', v_scheduler, 'pg_cron_jobs_removed', v_jobids));
+    end if;
+end
+$$;
+comment on function pgque.stop() is
+    'Removes pgque''s scheduler jobs (pg_cron by name, cancelling runs in progress, or through stop_timetable()) and clears the job ids. Harmless when nothing is scheduled or pg_cron is absent.';
+
+create or replace function pgque.start()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_version text;
+    v_in_database regprocedure;
+    v_job record;
+    v_id bigint;
+    v_ids jsonb := '{}';
+    v_period integer;
+begin
+    select extversion into v_version from pg_catalog.pg_extension where extname = 'pg_cron';
+    if not found then
+        raise exception 'pg_cron extension is not installed. PgQue itself works without pg_cron, but pgque.start() schedules cron jobs. Install pg_cron first, or run pgque.ticker() and pgque.maint() manually.'
+            using detail = 'pgque:scheduler_missing';
+    end if;
+
+    -- Starting twice leaves one set of jobs; a switch from pg_timetable
+    -- removes its jobs. All of it is one transaction: if anything fails,
+    -- the earlier jobs stay and no new one exists.
+    perform pgque.stop_timetable();
+    perform pgque.stop();
+
+    -- cron.schedule() runs jobs in cron.database_name, which is this database
+    -- (the extension can only be created there); schedule_in_database() says
+    -- so explicitly where it exists and may be called.
+    v_in_database := pg_catalog.to_regprocedure('cron.schedule_in_database(text,text,text,text,text,boolean)');
+    if v_in_database is not null
+       and not pg_catalog.has_function_privilege(v_in_database, 'execute') then
+        v_in_database := null;
+    end if;
+    for v_job in select * from pgque._cron_jobs(v_version) loop
+        if v_in_database is not null then
+            v_id := cron.schedule_in_database(v_job.job_name, v_job.schedule, v_job.command,
+                                              pg_catalog.current_database());
+        else
+            v_id := cron.schedule(v_job.job_name, v_job.schedule, v_job.command);
+        end if;
+        v_ids := v_ids || jsonb_build_object(v_job.job_name, v_id);
+    end loop;
+
+    update pgque.config
+       set ticker_job_id = (v_ids ->> 'pgque_ticker')::bigint,
+           maint_job_id = (v_ids ->> 'pgque_maint')::bigint,
+           scheduler = 'pg_cron'
+    returning tick_period_ms into v_period;
+    raise notice 'pgque started: ticker=% (% ticks/sec), retry_events=%, maint=%, rotate_step2=%, vacuum=%',
+        v_ids ->> 'pgque_ticker', pgque._tick_rate_text(v_period), v_ids ->> 'pgque_retry_events',
+        v_ids ->> 'pgque_maint', v_ids ->> 'pgque_rotate_step2', v_ids ->> 'pgque_vacuum';
+    -- pg_cron before 1.5 in background-worker mode waits for a running job
+    -- before it looks at the jobs that follow it: with the minute-long ticker
+    -- run, those start only when the run ends (measured with 1.4.2).
+    if (select ticker.command from pgque._cron_jobs(v_version) ticker
+         where ticker.job_name = 'pgque_ticker') like 'CALL pgque.ticker_loop_for(%'
+       and pg_catalog.current_setting('cron.use_background_workers', true) = 'on' then
+        raise warning 'pgque.start: pg_cron % runs jobs in background workers, and while pgque''s minute-long ticker run lasts its scheduler starts no other job: some jobs of each minute start only when that run ends, about 58 s later',
+            v_version
+            using hint = 'Set cron.use_background_workers = off (pg_cron connects through cron.host, e.g. the socket directory) or use pg_cron 1.5 or later.';
+    end if;
+    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+        'scheduler', 'pg_cron', 'pg_cron_version', v_version, 'jobs', v_ids,
+        'tick_period_ms', v_period));
+end
+$$;
+comment on function pgque.start() is
+    'Schedules pgque''s jobs in pg_cron in this database: ticker loop, retries, maint(), rotation step 2, VACUUM. Replaces earlier pgque jobs (pg_cron or pg_timetable).';
+
+-- ---------------------------------------------------------------------
+-- pg_timetable
+-- ---------------------------------------------------------------------
+
+-- Internal: whether the timetable schema and its job API are present (false
+-- when not), raising when they are but cannot be trusted: pgque runs
+-- their functions as its owner, so the schema must belong to that owner or
+-- a superuser, and the job functions to the schema's owner.
+create or replace function pgque._timetable_ready(i_starting boolean)
+returns boolean
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_schema oid;
+    v_owner oid;
+    v_api text[] := case when i_starting then array['add_job', 'delete_job']
+                         else array['delete_job'] end;
+begin
+    select oid, nspowner into v_schema, v_owner
+      from pg_catalog.pg_namespace where nspname = 'timetable';
+    if not found then
+        return false;
+    end if;
+    if (select count(distinct p.proname) from pg_catalog.pg_proc p
+         where p.pronamespace = v_schema and p.proname = any (v_api))
+       < pg_catalog.cardinality(v_api) then
+        return false;
+    end if;
+    if v_owner <> (select r.oid from pg_catalog.pg_roles r where r.rolname = current_user)
+       and not (select r.rolsuper from pg_catalog.pg_roles r where r.oid = v_owner) then
+        raise exception 'untrusted pg_timetable schema owner: %', pg_catalog.pg_get_userbyid(v_owner)
+            using detail = 'pgque:scheduler_untrusted';
+    end if;
+    if exists (select 1 from pg_catalog.pg_proc p
+                where p.pronamespace = v_schema and p.proname = any (v_api)
+                  and p.proowner <> v_owner) then
+        raise exception 'untrusted pg_timetable API owner: % must be owned by timetable schema owner',
+            pg_catalog.array_to_string(v_api, '/') using detail = 'pgque:scheduler_untrusted';
+    end if;
+    return true;
+end
+$$;
+
+create or replace function pgque.stop_timetable()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text;
+begin
+    -- Only when pg_timetable is the active scheduler; otherwise quietly nothing.
+    if (select scheduler from pgque.config) is distinct from 'pg_timetable' then
+        return;
+    end if;
+    -- Without the schema the jobs are gone with it.
+    if pgque._timetable_ready(false) then
+        foreach v_name in array pgque._job_names() loop
+            perform timetable.delete_job(v_name);
+        end loop;
+    end if;
+    update pgque.config set ticker_job_id = null, maint_job_id = null, scheduler = null;
+    perform pgque.log_event('info', 'lifecycle', 'stopped', '{"scheduler": "pg_timetable"}');
+end
+$$;
+comment on function pgque.stop_timetable() is
+    'Removes pgque''s pg_timetable jobs when pg_timetable is the active scheduler; otherwise does nothing.';
+
+create or replace function pgque.start_timetable(i_ticks_per_second integer default 10)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text;
+    v_job record;
+    v_ids jsonb := '{}';
+    v_vacuum text;
+begin
+    if not pgque._timetable_ready(true) then
+        raise exception 'pg_timetable schema/API is not installed. Run pg_timetable against this database first, or use pgque.start() for pg_cron.'
+            using detail = 'pgque:scheduler_missing';
+    end if;
+    if i_ticks_per_second is null or i_ticks_per_second < 1 or i_ticks_per_second > 1000
+       or 1000 % i_ticks_per_second <> 0 then
+        raise exception 'ticks_per_second must be an exact divisor of 1000 between 1 and 1000 (got %)',
+            coalesce(i_ticks_per_second::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+
+    -- Replaces pg_cron jobs and earlier pg_timetable jobs of the same names.
+    perform pgque.stop();
+    foreach v_name in array pgque._job_names() loop
+        perform timetable.delete_job(v_name);
+    end loop;
+    update pgque.config set tick_period_ms = 1000 / i_ticks_per_second;
+
+    select 'VACUUM (SKIP_LOCKED) ' || pg_catalog.string_agg(t.name, ', ' order by t.n)
+      into v_vacuum
+      from pgque.maint_tables_to_vacuum() with ordinality as t(name, n);
+    -- add_job creates autonomous tasks (outside a transaction), which the
+    -- committing ticker loop and VACUUM need; one statement per job.
+    for v_job in
+        select * from (values
+            ('pgque_ticker', '@every 1 second', 'CALL pgque.ticker_loop()'),
+            ('pgque_retry_events', '@every 30 seconds', 'SELECT pgque.maint_retry_events()'),
+            ('pgque_maint', '@every 30 seconds', 'SELECT pgque.maint()'),
+            ('pgque_rotate_step2', '@every 10 seconds', 'SELECT pgque.maint_rotate_tables_step2()'),
+            ('pgque_vacuum', '@every 30 seconds', v_vacuum)
+        ) as j(job_name, schedule, command)
+    loop
+        v_ids := v_ids || jsonb_build_object(v_job.job_name, timetable.add_job(
+            job_name => v_job.job_name, job_schedule => v_job.schedule,
+            job_command => v_job.command, job_max_instances => 1));
+    end loop;
+
+    update pgque.config
+       set ticker_job_id = (v_ids ->> 'pgque_ticker')::bigint,
+           maint_job_id = (v_ids ->> 'pgque_maint')::bigint,
+           scheduler = 'pg_timetable';
+    raise notice 'pgque started with pg_timetable: ticker=% (% ticks/sec), retry_events=%, maint=%, rotate_step2=%, vacuum=%',
+        v_ids ->> 'pgque_ticker', i_ticks_per_second, v_ids ->> 'pgque_retry_events',
+        v_ids ->> 'pgque_maint', v_ids ->> 'pgque_rotate_step2', v_ids ->> 'pgque_vacuum';
+    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+        'scheduler', 'pg_timetable', 'jobs', v_ids, 'tick_period_ms', 1000 / i_ticks_per_second));
+end
+$$;
+comment on function pgque.start_timetable(integer) is
+    'Schedules pgque''s jobs in pg_timetable (schema timetable, trusted owner) and sets the tick period to 1000 / i_ticks_per_second ms. Replaces earlier pgque jobs.';
+
+-- ---------------------------------------------------------------------
+-- Status and uninstall
+-- ---------------------------------------------------------------------
+
+create or replace function pgque.status()
+returns table (component text, status text, detail text)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_cfg pgque.config;
+    v_scheduler text;
+    v_rate text;
+begin
+    select * into v_cfg from pgque.config;
+    v_scheduler := coalesce(v_cfg.scheduler, 'manual');
+    v_rate := pgque._tick_rate_text(v_cfg.tick_period_ms);
+
+    return query values
+        ('postgresql', 'info', pg_catalog.version()),
+        ('pgque', 'info', pgque.version()),
+        ('scheduler', v_scheduler,
+         pg_catalog.format('ticker_job_id=%s, maint_job_id=%s, tick_period_ms=%s (%s ticks/sec)',
+             coalesce(v_cfg.ticker_job_id::text, 'NULL'), coalesce(v_cfg.maint_job_id::text, 'NULL'),
+             v_cfg.tick_period_ms, v_rate)),
+        ('ticker',
+         case when v_cfg.ticker_job_id is not null then 'scheduled' else 'stopped' end,
+         case when v_cfg.ticker_job_id is not null then
+             pg_catalog.format('scheduler=%s, job_id=%s, tick_period_ms=%s (%s ticks/sec)',
+                 v_scheduler, v_cfg.ticker_job_id, v_cfg.tick_period_ms, v_rate)
+         else pg_catalog.format('not scheduled (tick_period_ms=%s)', v_cfg.tick_period_ms) end),
+        ('maintenance',
+         case when v_cfg.maint_job_id is not null then 'scheduled' else 'stopped' end,
+         case when v_cfg.maint_job_id is not null then
+             pg_catalog.format('scheduler=%s, job_id=%s', v_scheduler, v_cfg.maint_job_id)
+         else 'not scheduled' end);
+    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        return query values ('pg_cron', 'unavailable',
+            'use pgque.start_timetable() for pg_timetable, or call pgque.ticker() / pgque.maint() manually');
+    end if;
+    if not exists (select 1 from pg_catalog.pg_namespace where nspname = 'timetable') then
+        return query values ('pg_timetable', 'unavailable',
+            'run pg_timetable against this database, then call pgque.start_timetable()');
+    end if;
+    return query
+        select 'queues', 'info', pg_catalog.format('%s queues configured', count(*))
+          from pgque.queue
+        union all
+        select 'consumers', 'info', pg_catalog.format('%s active subscriptions', count(*))
+          from pgque.subscription;
+end
+$$;
+comment on function pgque.status() is
+    'Diagnostic rows (component, status, detail): server and pgque versions, scheduler, ticker and maintenance jobs, missing schedulers, queue and subscription counts.';
+
+-- Runs as its caller, who must own schema pgque (or be a superuser): the
+-- drop needs that anyway, and the check gives a clear error first.
+create or replace function pgque.uninstall()
+returns void
+language plpgsql
+security invoker set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_owner oid;
+    v_messages text;
+begin
+    select nspowner into v_owner from pg_catalog.pg_namespace where nspname = 'pgque';
+    if not (select r.rolsuper from pg_catalog.pg_roles r where r.rolname = current_user)
+       and not pg_catalog.pg_has_role(current_user, v_owner, 'usage') then
+        raise exception 'pgque.uninstall: only the owner of schema pgque (%) or a superuser may uninstall pgque, not %',
+            pg_catalog.pg_get_userbyid(v_owner), current_user
+            using errcode = 'insufficient_privilege', detail = 'pgque:not_owner';
+    end if;
+    -- Quiet: stop()'s notices about jobs that do not exist and the
+    -- cascade's list of every dropped object.
+    v_messages := pg_catalog.current_setting('client_min_messages');
+    perform pg_catalog.set_config('client_min_messages', 'warning', true);
+    -- Jobs of either scheduler first: left behind, they would call
+    -- functions that no longer exist. A failure here aborts the uninstall.
+    perform pgque.stop();
+    perform pgque.log_event('info', 'lifecycle', 'uninstalled', '{}');
+    drop schema pgque cascade;
+    perform pg_catalog.set_config('client_min_messages', v_messages, true);
+    raise notice 'pgque uninstalled. Run DROP ROLE IF EXISTS pgque_reader, pgque_writer, pgque_admin; manually if needed.';
+end
+$$;
+comment on function pgque.uninstall() is
+    'Owner only: removes pgque''s scheduler jobs, then drops schema pgque with every queue and event. The roles stay.';
 
 -- file: functions/observability.sql
--- observability: written with the lifecycle and observability work.
+-- Observability: queue and consumer figures, health checks, OpenTelemetry
+-- gauges, rates over time. Everything is computed from pgque's own tables
+-- when asked; nothing here writes, so monitoring adds no churn.
+--
+-- Event counts come from the queues' event sequences (at the ticks, or now).
+-- A sequence also counts rolled-back inserts, retried events moved back and
+-- force_tick's jump (2 x ticker_max_count + 1000), and not the first event
+-- after the queue was created: these counts are estimates. Ages of pending
+-- events are read from tick times: an upper bound within one tick interval.
+
+-- Internal: the queue row by name, or an error naming the caller.
+create or replace function pgque._observed_queue(i_caller text, i_queue_name text)
+returns pgque.queue
+language plpgsql stable
+as $$
+declare
+    q pgque.queue;
+begin
+    if i_queue_name is null then
+        raise exception '%: queue name must not be null', i_caller
+            using detail = 'pgque:invalid_argument';
+    end if;
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    return q;
+end
+$$;
+
+-- Internal: a queue's event sequence now, read as the ticker reads it.
+create or replace function pgque._event_seq_now(i_seq_name text)
+returns bigint
+language sql stable
+as $$ select coalesce(pg_catalog.pg_sequence_last_value(i_seq_name::regclass), 1) $$;
+
+-- Internal: "12.3 s", for details.
+create or replace function pgque._seconds_text(i_interval interval)
+returns text
+language sql immutable
+as $$
+    select coalesce(pg_catalog.round(pg_catalog.date_part('epoch', i_interval)::numeric, 1)::text || ' s',
+                    'never')
+$$;
+
+-- Internal: one row per subscription with its position and what it has
+-- still to consume. pending_events counts ticked (deliverable) events;
+-- oldest_pending is the time of the last tick before the first of them
+-- (the oldest pending event arrived after it), NULL when none is pending.
+create or replace function pgque._consumer_state()
+returns table (
+    queue_id integer, queue_name text, consumer_name text, sub_id integer,
+    position_tick bigint, position_seq bigint, pending_events bigint,
+    oldest_pending timestamptz, last_active timestamptz,
+    batch_id bigint, batch_events bigint)
+language sql stable
+as $$
+    select q.queue_id, q.queue_name, c.co_name, s.sub_id,
+           s.sub_last_tick, pos.tick_event_seq,
+           greatest(coalesce(newest.tick_event_seq - pos.tick_event_seq, 0), 0),
+           case when newest.tick_event_seq > pos.tick_event_seq then before_new.tick_time end,
+           s.sub_active, s.sub_batch,
+           case when s.sub_batch is not null
+                then greatest(nxt.tick_event_seq - pos.tick_event_seq, 0) end
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      left join pgque.tick pos on pos.tick_queue = s.sub_queue and pos.tick_id = s.sub_last_tick
+      left join pgque.tick nxt on nxt.tick_queue = s.sub_queue and nxt.tick_id = s.sub_next_tick
+      left join lateral (
+          select t.tick_event_seq from pgque.tick t
+           where t.tick_queue = s.sub_queue
+           order by t.tick_id desc limit 1) newest on true
+      left join lateral (
+          select t.tick_id from pgque.tick t
+           where t.tick_queue = s.sub_queue and t.tick_id > s.sub_last_tick
+             and t.tick_event_seq > pos.tick_event_seq
+           order by t.tick_id limit 1) first_new on true
+      left join lateral (
+          select t.tick_time from pgque.tick t
+           where t.tick_queue = s.sub_queue and t.tick_id < first_new.tick_id
+           order by t.tick_id desc limit 1) before_new on true
+$$;
+
+-- Internal: ev_time of the oldest event no tick covers yet (one index probe:
+-- the first first-delivery event, by txid, started after the latest tick's
+-- snapshot). Retried events keep their original ev_time and are left out.
+create or replace function pgque._unticked_since(q pgque.queue)
+returns timestamptz
+language plpgsql stable
+as $$
+declare
+    v_xmax xid8;
+    v_time timestamptz;
+begin
+    select pg_catalog.pg_snapshot_xmax(t.tick_snapshot) into v_xmax
+      from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
+    if not found then
+        return null;
+    end if;
+    execute pg_catalog.format(
+        'select ev_time from %s where ev_txid >= $1 and ev_retry is null order by ev_txid limit 1',
+        pgque.quote_fqname(q.queue_data_pfx))
+       into v_time using v_xmax;
+    return v_time;
+end
+$$;
+
+-- Internal: events per second over about the last minute: from the newest
+-- tick at least a minute old (else the oldest tick) to the sequence now.
+create or replace function pgque._event_rate(i_queue_id integer, i_seq_now bigint)
+returns numeric
+language plpgsql stable
+as $$
+declare
+    v_time timestamptz;
+    v_seq bigint;
+    v_seconds numeric;
+begin
+    select t.tick_time, t.tick_event_seq into v_time, v_seq from pgque.tick t
+     where t.tick_queue = i_queue_id and t.tick_time <= now() - interval '1 minute'
+     order by t.tick_id desc limit 1;
+    if not found then
+        select t.tick_time, t.tick_event_seq into v_time, v_seq from pgque.tick t
+         where t.tick_queue = i_queue_id order by t.tick_id limit 1;
+    end if;
+    v_seconds := extract(epoch from now() - v_time);
+    if v_seconds is null or v_seconds <= 0 then
+        return 0;
+    end if;
+    return pg_catalog.round(greatest(i_seq_now - v_seq, 0) / v_seconds, 3);
+end
+$$;
+
+create or replace function pgque.queue_stats()
+returns table (
+    queue_name text, queue_id integer, depth bigint, oldest_msg_age interval,
+    consumers integer, events_per_sec numeric, cur_table integer,
+    rotation_age interval, rotation_period interval, ticker_paused boolean,
+    last_tick_time timestamptz, last_tick_id bigint, dlq_count bigint)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    return query
+    with st as materialized (select * from pgque._consumer_state()),
+    per_queue as (
+        select st.queue_id, count(*) as n, min(st.position_seq) as min_seq,
+               min(st.oldest_pending) as oldest_pending
+          from st group by st.queue_id)
+    select q.queue_name, q.queue_id,
+           case when pq.n > 0 then greatest(seq.now - pq.min_seq, 0) else 0 end::bigint,
+           case when pq.n > 0
+                then now() - least(pq.oldest_pending, pgque._unticked_since(q)) end,
+           coalesce(pq.n, 0)::integer,
+           pgque._event_rate(q.queue_id, seq.now),
+           q.queue_cur_table, now() - q.queue_switch_time, q.queue_rotation_period,
+           q.queue_ticker_paused, newest.tick_time, newest.tick_id,
+           (select count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
+      from pgque.queue q
+      cross join lateral (select pgque._event_seq_now(q.queue_event_seq) as now) seq
+      left join per_queue pq on pq.queue_id = q.queue_id
+      left join lateral (
+          select t.tick_id, t.tick_time from pgque.tick t
+           where t.tick_queue = q.queue_id order by t.tick_id desc limit 1) newest on true
+     order by q.queue_name;
+end
+$$;
+comment on function pgque.queue_stats() is
+    'One row per queue: estimated depth and oldest pending age for its slowest consumer, consumers, event rate over the last minute, rotation state, last tick, dead letters.';
+
+create or replace function pgque.consumer_stats()
+returns table (
+    queue_name text, consumer_name text, lag interval, pending_events bigint,
+    last_batch_start timestamptz, batch_active boolean, batch_id bigint)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    return query
+    select st.queue_name, st.consumer_name,
+           coalesce(now() - st.oldest_pending, interval '0'),
+           st.pending_events, st.last_active, st.batch_id is not null, st.batch_id
+      from pgque._consumer_state() st
+     order by st.queue_name, st.consumer_name;
+end
+$$;
+comment on function pgque.consumer_stats() is
+    'One row per subscription: lag (age of the oldest ticked event not yet finished, 0 when caught up), ticked pending events, last batch activity, open batch.';
+
+-- Internal: health of the ticker or maintenance job (i_kind 'ticker' or
+-- 'maint') as recorded in config and, for pg_cron, in cron.job and
+-- cron.job_run_details. Without a job, judged by evidence: for the ticker,
+-- whether a session holds the ticker lock or queues are late (i_late_queues,
+-- from ticker_running); for maintenance, whether its work is overdue.
+create or replace function pgque._job_health(
+    i_kind text, i_late_queues integer, out o_status text, out o_detail text)
+language plpgsql stable
+as $$
+declare
+    v_cfg pgque.config;
+    v_job_id bigint;
+    v_key constant bigint := pgque.ticker_lock_key();
+    v_pid integer;
+    v_active boolean;
+    v_run_status text;
+    v_run_message text;
+    v_run_start timestamptz;
+    v_overdue text[];
+    v_what text := case i_kind when 'ticker' then 'ticker' else 'maintenance' end;
+begin
+    select * into v_cfg from pgque.config;
+    v_job_id := case i_kind when 'ticker' then v_cfg.ticker_job_id else v_cfg.maint_job_id end;
+
+    if v_job_id is null and i_kind = 'ticker' then
+        select l.pid into v_pid from pg_catalog.pg_locks l
+         where l.locktype = 'advisory'
+           and l.database = (select d.oid from pg_catalog.pg_database d
+                              where d.datname = pg_catalog.current_database())
+           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
+           and l.objsubid = 1 and l.granted
+         limit 1;
+        if v_pid is not null then
+            o_status := 'ok';
+            o_detail := pg_catalog.format(
+                'no scheduled ticker job; a ticker holds the ticker lock (pid %s)', v_pid);
+        elsif i_late_queues > 0 then
+            o_status := 'warning';
+            o_detail := pg_catalog.format(
+                'no ticker job is scheduled, no session holds the ticker lock, and %s queues'
+                || ' are late: run pgque.start() or pgque.start_timetable(), run a pgque'
+                || ' ticker, or call pgque.ticker() yourself', i_late_queues);
+        else
+            o_status := 'ok';
+            o_detail := 'no scheduled ticker job and no session holds the ticker lock;'
+                || ' every queue ticked on time';
+        end if;
+        return;
+    end if;
+    if v_job_id is null then
+        -- Work maint() does that has waited more than two minutes.
+        select pg_catalog.array_remove(array[
+            (select pg_catalog.format('%s retries due since %s', count(*), min(r.ev_retry_after))
+               from pgque.retry_queue r
+              where r.ev_retry_after < now() - interval '2 minutes' having count(*) > 0),
+            (select pg_catalog.format('%s delayed messages due since %s', count(*),
+                                      min(d.de_deliver_at))
+               from pgque.delayed_events d
+              where d.de_deliver_at < now() - interval '2 minutes' having count(*) > 0),
+            (select pg_catalog.format('rotation step 2 pending on %s queues', count(*))
+               from pgque.queue q
+              where q.queue_switch_step2 is null
+                and q.queue_switch_time < now() - interval '2 minutes' having count(*) > 0)],
+            null) into v_overdue;
+        if pg_catalog.cardinality(v_overdue) > 0 then
+            o_status := 'warning';
+            o_detail := 'no maintenance job is scheduled and maintenance is overdue ('
+                || pg_catalog.array_to_string(v_overdue, '; ')
+                || '): run pgque.start() or pgque.start_timetable(), or call pgque.maint()'
+                || ' about every 30 seconds';
+        else
+            o_status := 'ok';
+            o_detail := 'no scheduled maintenance job; nothing overdue (retries, delayed'
+                || ' messages, rotation step 2)';
+        end if;
+        return;
+    end if;
+
+    if v_cfg.scheduler is distinct from 'pg_cron' then
+        o_status := 'ok';
+        o_detail := pg_catalog.format('job_id=%s (%s)', v_job_id, coalesce(v_cfg.scheduler, 'manual'));
+        return;
+    end if;
+    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        o_status := 'critical';
+        o_detail := pg_catalog.format(
+            '%s job %s is recorded but pg_cron is not installed: run pgque.stop(), then schedule again',
+            v_what, v_job_id);
+        return;
+    end if;
+    select j.active into v_active from cron.job j where j.jobid = v_job_id;
+    if not found then
+        o_status := 'critical';
+        o_detail := pg_catalog.format(
+            '%s job %s no longer exists in cron.job: run pgque.start() again', v_what, v_job_id);
+        return;
+    end if;
+    if not v_active then
+        o_status := 'critical';
+        o_detail := pg_catalog.format('%s job %s is inactive in cron.job', v_what, v_job_id);
+        return;
+    end if;
+    if pg_catalog.to_regclass('cron.job_run_details') is not null then
+        select r.status, r.return_message, r.start_time
+          into v_run_status, v_run_message, v_run_start
+          from cron.job_run_details r where r.jobid = v_job_id
+         order by r.runid desc limit 1;
+    end if;
+    if v_run_status = 'failed' then
+        o_status := 'warning';
+        o_detail := pg_catalog.format('last run of %s job %s (started %s) failed: %s',
+                                      v_what, v_job_id, v_run_start, v_run_message);
+    else
+        o_status := 'ok';
+        o_detail := pg_catalog.format('job_id=%s (pg_cron)', v_job_id)
+            || case when v_run_status is null then ', no run yet'
+                    else pg_catalog.format(', last run %s at %s', v_run_status, v_run_start) end;
+    end if;
+end
+$$;
+
+create or replace function pgque.queue_health()
+returns table (queue_name text, check_name text, status text, detail text)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    c record;
+    v_tick pgque.tick;
+    v_age interval;
+    v_wait interval;
+    v_over interval;
+    v_lag interval;
+    v_count bigint;
+    v_newest timestamptz;
+    v_late integer := 0;
+begin
+    -- ticker_running: a queue with events waiting ticks within ticker_max_lag,
+    -- an idle queue at least every ticker_idle_period (its back-off limit).
+    -- Overdue by more than 10 s (one missed loop, pg_cron 1.4's gap between
+    -- minute runs) is a warning, by more than a minute critical.
+    for q in select * from pgque.queue order by queue_name loop
+        queue_name := q.queue_name;
+        check_name := 'ticker_running';
+        select * into v_tick from pgque.tick t
+         where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
+        v_age := now() - v_tick.tick_time;
+        if q.queue_ticker_paused then
+            status := 'ok';
+            detail := 'ticker paused (ticker_paused = true)';
+        elsif q.queue_external_ticker then
+            status := 'ok';
+            detail := 'external ticker; last tick ' || pgque._seconds_text(v_age) || ' ago';
+        elsif v_tick.tick_id is null then
+            status := 'critical';
+            detail := 'never ticked';
+        else
+            v_wait := now() - pgque._unticked_since(q);
+            v_over := greatest(
+                v_age - greatest(q.queue_ticker_idle_period, q.queue_ticker_max_lag / 2),
+                v_wait - q.queue_ticker_max_lag);
+            status := case when v_over <= interval '10 seconds' then 'ok'
+                           when v_over <= interval '60 seconds' then 'warning'
+                           else 'critical' end;
+            detail := pg_catalog.format('last tick %s ago (tick %s); ',
+                                        pgque._seconds_text(v_age), v_tick.tick_id)
+                || case when v_wait is null then 'no event waiting for a tick'
+                        else 'oldest event waiting for a tick: ' || pgque._seconds_text(v_wait) end
+                || case when status = 'ok' then ''
+                        else '; is a ticker running? see pgque.status()' end;
+            if status <> 'ok' then
+                v_late := v_late + 1;
+            end if;
+        end if;
+        return next;
+    end loop;
+
+    -- consumer_lag:<name>: the age of the oldest ticked event the consumer
+    -- has not finished, against the rotation period (a consumer that far
+    -- behind keeps old event tables from being recycled).
+    for c in
+        select st.*, qu.queue_rotation_period as rotation_period
+          from pgque._consumer_state() st join pgque.queue qu on qu.queue_id = st.queue_id
+         order by st.queue_name, st.consumer_name
+    loop
+        queue_name := c.queue_name;
+        check_name := 'consumer_lag:' || c.consumer_name;
+        v_lag := coalesce(now() - c.oldest_pending, interval '0');
+        status := case when c.pending_events = 0 or c.rotation_period is null then 'ok'
+                       when v_lag > c.rotation_period then 'critical'
+                       when v_lag > c.rotation_period / 2 then 'warning'
+                       else 'ok' end;
+        detail := case when c.pending_events = 0 then 'caught up'
+                       else pg_catalog.format('%s events pending, the oldest for about %s',
+                                              c.pending_events, pgque._seconds_text(v_lag)) end
+            || case when c.batch_id is null then ''
+                    else pg_catalog.format('; batch %s open for %s', c.batch_id,
+                                           pgque._seconds_text(now() - c.last_active)) end;
+        return next;
+    end loop;
+
+    -- rotation_health: step 2 should follow within a maintenance round or
+    -- two; a rotation far beyond its period is held back by a lagging
+    -- consumer or by maint() not running.
+    for q in select * from pgque.queue order by queue_name loop
+        queue_name := q.queue_name;
+        check_name := 'rotation_health';
+        v_age := now() - q.queue_switch_time;
+        if q.queue_rotation_period is null then
+            status := 'ok';
+            detail := 'rotation disabled (rotation_period is NULL)';
+        elsif q.queue_switch_step2 is null then
+            status := case when v_age > interval '2 minutes' then 'warning' else 'ok' end;
+            detail := pg_catalog.format('rotation step 2 pending for %s (table %s)',
+                                        pgque._seconds_text(v_age), q.queue_cur_table)
+                || case when status = 'ok' then ''
+                        else '; is maint() or maint_rotate_tables_step2() running?' end;
+        else
+            status := case when v_age > 4 * q.queue_rotation_period then 'critical'
+                           when v_age > 2 * q.queue_rotation_period then 'warning'
+                           else 'ok' end;
+            detail := pg_catalog.format('last rotation %s ago (rotation_period %s, table %s)',
+                                        pgque._seconds_text(v_age), q.queue_rotation_period,
+                                        q.queue_cur_table)
+                || case when status = 'ok' then ''
+                        else '; held back by a lagging consumer, or maint() is not running' end;
+        end if;
+        return next;
+    end loop;
+
+    -- dlq_health: any dead letter needs a look (replay or purge).
+    for q in select * from pgque.queue order by queue_name loop
+        queue_name := q.queue_name;
+        check_name := 'dlq_health';
+        select count(*), max(d.dl_time) into v_count, v_newest
+          from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
+        status := case when v_count > 0 then 'warning' else 'ok' end;
+        detail := v_count || ' dead letter events'
+            || coalesce(', newest at ' || v_newest::text, '');
+        return next;
+    end loop;
+
+    queue_name := 'system';
+    check_name := 'pg_cron_ticker';
+    select h.o_status, h.o_detail into status, detail from pgque._job_health('ticker', v_late) h;
+    return next;
+    check_name := 'pg_cron_maint';
+    select h.o_status, h.o_detail into status, detail from pgque._job_health('maint', v_late) h;
+    return next;
+end
+$$;
+comment on function pgque.queue_health() is
+    'Health checks (ok, warning, critical) per queue: ticker_running, consumer_lag:<consumer>, rotation_health, dlq_health; then system rows pg_cron_ticker and pg_cron_maint.';
+
+create or replace function pgque.otel_metrics()
+returns table (metric_name text, metric_type text, value numeric, labels jsonb)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    return query
+    with qs as materialized (select * from pgque.queue_stats()),
+    cs as materialized (select * from pgque.consumer_stats())
+    select 'pgque.queue.depth', 'gauge', qs.depth::numeric,
+           jsonb_build_object('queue', qs.queue_name) from qs
+    union all
+    select 'pgque.queue.oldest_message_age_seconds', 'gauge',
+           coalesce(pg_catalog.round(extract(epoch from qs.oldest_msg_age), 3), 0),
+           jsonb_build_object('queue', qs.queue_name) from qs
+    union all
+    select 'pgque.consumer.lag_seconds', 'gauge', pg_catalog.round(extract(epoch from cs.lag), 3),
+           jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
+    union all
+    select 'pgque.consumer.pending_events', 'gauge', cs.pending_events::numeric,
+           jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
+    union all
+    select 'pgque.message.dead_lettered', 'gauge', qs.dlq_count::numeric,
+           jsonb_build_object('queue', qs.queue_name) from qs
+    union all
+    select 'pgque.queue.throughput', 'gauge', coalesce(qs.events_per_sec, 0),
+           jsonb_build_object('queue', qs.queue_name) from qs;
+end
+$$;
+comment on function pgque.otel_metrics() is
+    'OpenTelemetry-style gauges (metric_name, metric_type, value, labels): queue depth, oldest message age, consumer lag and pending events, dead letters, throughput.';
+
+-- Internal: checks a period and bucket size and returns the buckets: the
+-- first bucket's start (Unix seconds, a multiple of the bucket size), the
+-- size in seconds and how many buckets reach up to now.
+create or replace function pgque._buckets(
+    i_caller text, i_period interval, i_bucket_size interval,
+    out o_first numeric, out o_size numeric, out o_count integer)
+language plpgsql stable
+as $$
+declare
+    v_now numeric := extract(epoch from now());
+    v_count numeric;
+begin
+    if i_bucket_size is null or i_bucket_size <= interval '0' then
+        raise exception '%: bucket size must be > 0, got %', i_caller,
+            coalesce(i_bucket_size::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    if i_period is null or i_period <= interval '0' then
+        raise exception '%: period must be > 0, got %', i_caller, coalesce(i_period::text, 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    o_size := extract(epoch from i_bucket_size);
+    o_first := pg_catalog.floor((v_now - extract(epoch from i_period)) / o_size) * o_size;
+    v_count := pg_catalog.floor((v_now - o_first) / o_size) + 1;
+    if v_count > 10000 then
+        raise exception '%: a period of % in buckets of % gives % buckets (at most 10000)',
+            i_caller, i_period, i_bucket_size, v_count using detail = 'pgque:invalid_argument';
+    end if;
+    o_count := v_count;
+end
+$$;
+
+create or replace function pgque.throughput(
+    i_queue_name text, i_period interval, i_bucket_size interval)
+returns table (bucket_start timestamptz, events bigint, events_per_sec numeric)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    b record;
+    v_base bigint;
+begin
+    q := pgque._observed_queue('throughput', i_queue_name);
+    select * into b from pgque._buckets('throughput', i_period, i_bucket_size);
+    -- The sequence at the first bucket's start: the newest tick before it,
+    -- or the oldest tick kept (earlier ticks went with rotation).
+    select t.tick_event_seq into v_base from pgque.tick t
+     where t.tick_queue = q.queue_id and t.tick_time < pg_catalog.to_timestamp(b.o_first)
+     order by t.tick_id desc limit 1;
+    if not found then
+        select t.tick_event_seq into v_base from pgque.tick t
+         where t.tick_queue = q.queue_id order by t.tick_id limit 1;
+    end if;
+
+    return query
+    with per_bucket as (
+        select pg_catalog.floor((extract(epoch from t.tick_time) - b.o_first) / b.o_size)::integer as n,
+               max(t.tick_event_seq) as seq
+          from pgque.tick t
+         where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.to_timestamp(b.o_first)
+         group by 1),
+    running as (
+        select i as n, pg_catalog.to_timestamp(b.o_first + i * b.o_size) as start_at,
+               greatest(v_base, max(pb.seq) over (order by i)) as seq_end
+          from pg_catalog.generate_series(0, b.o_count - 1) i
+          left join per_bucket pb on pb.n = i),
+    counted as (
+        select r.n, r.start_at,
+               greatest(r.seq_end - lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
+               extract(epoch from least(r.start_at + b.o_size * interval '1 second', now())
+                                  - r.start_at) as seconds
+          from running r)
+    select c.start_at, c.events::bigint,
+           case when c.seconds > 0 then pg_catalog.round(c.events / c.seconds, 3) else 0 end
+      from counted c
+     order by c.n;
+end
+$$;
+comment on function pgque.throughput(text, interval, interval) is
+    'Events per bucket over the last i_period, from the ticks'' event sequence values (buckets aligned to multiples of i_bucket_size). Estimates; history reaches back to the oldest tick kept.';
+
+create or replace function pgque.error_rate(
+    i_queue_name text, i_period interval, i_bucket_size interval)
+returns table (bucket_start timestamptz, retries bigint, dead_letters bigint)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    b record;
+    v_from timestamptz;
+    v_lower xid8;
+    v_tick bigint;
+begin
+    q := pgque._observed_queue('error_rate', i_queue_name);
+    select * into b from pgque._buckets('error_rate', i_period, i_bucket_size);
+    v_from := pg_catalog.to_timestamp(b.o_first);
+    -- Retried events moved back into the queue during the period have a
+    -- txid above the snapshot xmin of the newest tick before it.
+    select pg_catalog.pg_snapshot_xmin(t.tick_snapshot), t.tick_id into v_lower, v_tick
+      from pgque.tick t where t.tick_queue = q.queue_id and t.tick_time <= v_from
+     order by t.tick_id desc limit 1;
+    if not found then
+        select pg_catalog.pg_snapshot_xmin(t.tick_snapshot), t.tick_id into v_lower, v_tick
+          from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id limit 1;
+    end if;
+
+    return query execute pg_catalog.format($sql$
+    with movers as (
+        -- One group per moving transaction (maint_retry_events / maint).
+        select e.ev_txid as x, count(*) as n from %s e
+         where e.ev_txid >= $1 and e.ev_retry is not null
+         group by e.ev_txid),
+    merged as (
+        select m.x, 1 as kind, m.n, null::timestamptz as tick_time from movers m
+        union all
+        select pg_catalog.pg_snapshot_xmax(t.tick_snapshot), 0, null, t.tick_time
+          from pgque.tick t where t.tick_queue = $2 and t.tick_id >= $3),
+    placed as (
+        -- A moved event re-entered at the first tick whose snapshot xmax is
+        -- above its txid (ties sort the tick first: xmax itself is not visible).
+        select mg.kind, mg.n,
+               min(mg.tick_time) over (order by mg.x, mg.kind
+                                       rows between current row and unbounded following) as at
+          from merged mg),
+    retried as (
+        select coalesce(p.at, now()) as at, p.n from placed p where p.kind = 1
+        union all
+        -- Still waiting in retry_queue: counted at their due time.
+        select r.ev_retry_after, 1 from pgque.retry_queue r
+         where r.ev_queue = $2 and r.ev_retry_after <= now()),
+    by_bucket as (
+        select pg_catalog.floor((extract(epoch from r.at) - $4) / $5)::integer as n,
+               sum(r.n) as retries, 0 as dead
+          from retried r group by 1
+        union all
+        select pg_catalog.floor((extract(epoch from d.dl_time) - $4) / $5)::integer, 0, count(*)
+          from pgque.dead_letter d
+         where d.dl_queue_id = $2 and d.dl_time >= pg_catalog.to_timestamp($4)
+         group by 1)
+    select pg_catalog.to_timestamp($4 + i * $5), coalesce(sum(bb.retries), 0)::bigint,
+           coalesce(sum(bb.dead), 0)::bigint
+      from pg_catalog.generate_series(0, $6 - 1) i
+      left join by_bucket bb on bb.n = i
+     group by i order by i
+    $sql$, pgque.quote_fqname(q.queue_data_pfx))
+    using v_lower, q.queue_id, v_tick, b.o_first, b.o_size, b.o_count;
+end
+$$;
+comment on function pgque.error_rate(text, interval, interval) is
+    'Per bucket over the last i_period: retries (nacked events, counted when they re-entered the queue or fell due) and dead letters (by dl_time). Scans the period''s events of the queue.';
+
+create or replace function pgque.in_flight(i_queue_name text)
+returns table (consumer_name text, batch_id bigint, batch_age interval, estimated_events bigint)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+begin
+    q := pgque._observed_queue('in_flight', i_queue_name);
+    return query
+    select st.consumer_name, st.batch_id, now() - st.last_active, st.batch_events
+      from pgque._consumer_state() st
+     where st.queue_id = q.queue_id and st.batch_id is not null
+     order by st.consumer_name;
+end
+$$;
+comment on function pgque.in_flight(text) is
+    'The queue''s open batches: consumer, batch id, time since it was opened, estimated events in it.';
+
+create or replace function pgque.stuck_consumers(i_threshold interval default '1 hour')
+returns table (queue_name text, consumer_name text, lag interval, last_active timestamptz)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    if i_threshold is null or i_threshold < interval '0' then
+        raise exception 'stuck_consumers: threshold must be >= 0, got %',
+            coalesce(i_threshold::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    return query
+    select st.queue_name, st.consumer_name, coalesce(now() - st.oldest_pending, interval '0'),
+           st.last_active
+      from pgque._consumer_state() st
+     where (st.pending_events > 0 or st.batch_id is not null)
+       and now() - st.last_active > i_threshold
+     order by st.queue_name, st.consumer_name;
+end
+$$;
+comment on function pgque.stuck_consumers(interval) is
+    'Consumers with events to process (or an open batch) that have not opened or finished a batch for longer than i_threshold.';
+
+create or replace function pgque.latency_percentiles(
+    queue_name text, consumer_name text, period interval)
+returns table (p50 interval, p95 interval, p99 interval)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    c_sample constant integer := 10000;
+    c_slices constant integer := 100;
+    q pgque.queue;
+    v_sub_id integer;
+    v_position bigint;
+    v_since timestamptz;
+    v_ticks bigint[];
+    v_xmaxes xid8[];
+    v_slices integer;
+    v_per_slice integer;
+    v_part interval[];
+    v_all interval[] := '{}';
+    v_sql text;
+    i integer;
+begin
+    q := pgque._observed_queue('latency_percentiles', latency_percentiles.queue_name);
+    if latency_percentiles.consumer_name is null then
+        raise exception 'latency_percentiles: consumer name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if latency_percentiles.period is null or latency_percentiles.period <= interval '0' then
+        raise exception 'latency_percentiles: period must be > 0, got %',
+            coalesce(latency_percentiles.period::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+    select s.sub_id, s.sub_last_tick into v_sub_id, v_position
+      from pgque.subscription s join pgque.consumer co on co.co_id = s.sub_consumer
+     where s.sub_queue = q.queue_id and co.co_name = latency_percentiles.consumer_name;
+    if not found then
+        raise exception 'Not subscriber to queue: %/%', q.queue_name, latency_percentiles.consumer_name
+            using detail = 'pgque:consumer_not_found';
+    end if;
+    v_since := now() - latency_percentiles.period;
+
+    -- Slices of the period between ticks (at most c_slices, evenly spread),
+    -- from the newest tick at or before its start: an event whose txid lies
+    -- between two boundaries' snapshot xmax values became deliverable after
+    -- the first of them. Each slice contributes its first events by txid.
+    select pg_catalog.array_agg(w.tick_id order by w.tick_id),
+           pg_catalog.array_agg(w.xmax order by w.tick_id)
+      into v_ticks, v_xmaxes
+      from (
+          select t.tick_id, pg_catalog.pg_snapshot_xmax(t.tick_snapshot) as xmax,
+                 pg_catalog.row_number() over (order by t.tick_id) as rn,
+                 count(*) over () as total
+            from pgque.tick t
+           where t.tick_queue = q.queue_id
+             and t.tick_id >= coalesce(
+                 (select t0.tick_id from pgque.tick t0
+                   where t0.tick_queue = q.queue_id and t0.tick_time <= v_since
+                   order by t0.tick_id desc limit 1), 0)) w
+     where (w.rn - 1) % greatest(pg_catalog.ceil(w.total / c_slices::numeric)::integer, 1) = 0;
+    v_slices := coalesce(pg_catalog.cardinality(v_ticks), 0);
+    if v_slices = 0 then
+        return query select null::interval, null::interval, null::interval;
+        return;
+    end if;
+    v_per_slice := pg_catalog.ceil(c_sample / v_slices::numeric)::integer;
+
+    -- Latency of one event: from ev_time to the tick that made it
+    -- deliverable, once the consumer is past that tick; else its age now.
+    v_sql := pg_catalog.format($sql$
+        select pg_catalog.array_agg(case
+                   when cov.tick_id is not null and cov.tick_id <= $6
+                       then greatest(cov.tick_time - e.ev_time, interval '0')
+                   else greatest(now() - e.ev_time, interval '0') end)
+          from (select ev.ev_txid, ev.ev_time from %s ev
+                 where ev.ev_txid >= $1 and ($2 is null or ev.ev_txid < $2)
+                   and ev.ev_time >= $3 and ev.ev_retry is null
+                   and (ev.ev_owner is null or ev.ev_owner = $4)
+                 order by ev.ev_txid limit $5) e
+          left join lateral (
+              select t.tick_id, t.tick_time from pgque.tick t
+               where t.tick_queue = $7 and t.tick_id > $8
+                 and pg_catalog.pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot)
+               order by t.tick_id limit 1) cov on true
+        $sql$, pgque.quote_fqname(q.queue_data_pfx));
+    for i in 1 .. v_slices loop
+        execute v_sql into v_part
+          using v_xmaxes[i], v_xmaxes[i + 1], v_since, v_sub_id, v_per_slice,
+                v_position, q.queue_id, v_ticks[i];
+        v_all := v_all || coalesce(v_part, '{}');
+    end loop;
+
+    return query
+    select l[1], l[2], l[3]
+      from (select pg_catalog.percentile_cont(array[0.5, 0.95, 0.99]) within group (order by x) as l
+              from pg_catalog.unnest(v_all) x) p;
+end
+$$;
+comment on function pgque.latency_percentiles(text, text, interval) is
+    'p50/p95/p99 over events created in the last period (first deliveries, sampled up to 10000): ev_time to the tick that made it deliverable once the consumer passed that tick, else its age now.';
+
+-- Monitoring is a reader's business.
+grant execute on function
+    pgque.queue_stats(),
+    pgque.consumer_stats(),
+    pgque.queue_health(),
+    pgque.otel_metrics(),
+    pgque.throughput(text, interval, interval),
+    pgque.error_rate(text, interval, interval),
+    pgque.in_flight(text),
+    pgque.stuck_consumers(interval),
+    pgque.latency_percentiles(text, text, interval)
+to pgque_reader;
 
 -- file: functions/test_helpers.sql
--- test helpers: written with the lifecycle and observability work.
+-- Test helpers for users' own test suites: send a message, consume exactly
+-- one, assert that a queue or its dead letter queue is empty. Each raises
+-- (P0001, DETAIL pgque:assertion_failed) with the queue and what it found.
+-- A function cannot commit, so the caller ticks between test_send and
+-- test_consume, in separate transactions:
+--
+--   select pgque.test_send('q', '{"id": 1}');          -- transaction 1
+--   select pgque.force_next_tick('q');                  -- transaction 2
+--   select pgque.ticker('q');                           -- transaction 3
+--   select * from pgque.test_consume('q', 'c', 'default');
+
+create or replace function pgque.test_send(queue text, payload jsonb)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    v_id bigint;
+    v_stored text;
+begin
+    q := pgque._observed_queue('test_send', test_send.queue);
+    if test_send.payload is null then
+        raise exception 'test_send: payload must not be null (queue %)', q.queue_name
+            using detail = 'pgque:invalid_argument';
+    end if;
+    v_id := pgque.send(q.queue_name, test_send.payload);
+    -- Read it back through the txid index: this transaction's events only.
+    execute pg_catalog.format(
+        'select ev_data from %s where ev_txid = pg_catalog.pg_current_xact_id() and ev_id = $1',
+        pgque.quote_fqname(q.queue_data_pfx))
+       into v_stored using v_id;
+    if v_stored is null or v_stored::jsonb <> test_send.payload then
+        raise exception 'test_send: event % of queue % was not stored as sent (found %)',
+            v_id, q.queue_name, coalesce(v_stored, 'nothing')
+            using detail = 'pgque:assertion_failed';
+    end if;
+    return v_id;
+end
+$$;
+comment on function pgque.test_send(text, jsonb) is
+    'Test helper: sends a JSON message of type ''default'' and checks it was stored. Returns the event id.';
+
+create or replace function pgque.test_consume(queue text, consumer text, expected_type text)
+returns pgque.message
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    v_messages pgque.message[];
+    v_msg pgque.message;
+begin
+    q := pgque._observed_queue('test_consume', test_consume.queue);
+    if test_consume.consumer is null then
+        raise exception 'test_consume: consumer name must not be null (queue %)', q.queue_name
+            using detail = 'pgque:invalid_argument';
+    end if;
+    -- Up to 1000, to say how many there were when there is more than one.
+    select pg_catalog.array_agg(m order by m.msg_id) into v_messages
+      from pgque.receive(q.queue_name, test_consume.consumer, 1000) m;
+    if v_messages is null then
+        raise exception 'test_consume: no message for consumer % on queue % (was it sent and then ticked, in separate transactions?)',
+            test_consume.consumer, q.queue_name using detail = 'pgque:assertion_failed';
+    end if;
+    if pg_catalog.cardinality(v_messages) > 1 then
+        raise exception 'test_consume: expected one message for consumer % on queue %, batch % holds % (types: %)',
+            test_consume.consumer, q.queue_name, (v_messages[1]).batch_id,
+            case when pg_catalog.cardinality(v_messages) >= 1000 then '1000 or more'
+                 else pg_catalog.cardinality(v_messages)::text end,
+            (select pg_catalog.string_agg(coalesce(m.type, 'NULL'), ', ' order by m.msg_id)
+               from pg_catalog.unnest(v_messages[1:10]) m)
+            using detail = 'pgque:assertion_failed';
+    end if;
+    v_msg := v_messages[1];
+    if test_consume.expected_type is not null
+       and v_msg.type is distinct from test_consume.expected_type then
+        raise exception 'test_consume: expected type % on queue % (consumer %), got % (msg_id %, payload %)',
+            test_consume.expected_type, q.queue_name, test_consume.consumer,
+            coalesce(v_msg.type, 'NULL'), v_msg.msg_id, pg_catalog.left(v_msg.payload, 200)
+            using detail = 'pgque:assertion_failed';
+    end if;
+    perform pgque.ack(v_msg.batch_id);
+    return v_msg;
+end
+$$;
+comment on function pgque.test_consume(text, text, text) is
+    'Test helper: receives the consumer''s next batch, which must hold exactly one message of expected_type (NULL: any type), acks it and returns the message.';
+
+create or replace function pgque.assert_empty(queue text)
+returns boolean
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    s record;
+    v_count bigint;
+    v_first bigint;
+    v_findings text[] := '{}';
+begin
+    q := pgque._observed_queue('assert_empty', assert_empty.queue);
+    -- Exact, not estimated: per subscription, the events past its position
+    -- (not visible in its last tick's snapshot) that it would receive.
+    for s in
+        select co.co_name, sub.sub_id, t.tick_snapshot
+          from pgque.subscription sub
+          join pgque.consumer co on co.co_id = sub.sub_consumer
+          join pgque.tick t on t.tick_queue = sub.sub_queue and t.tick_id = sub.sub_last_tick
+         where sub.sub_queue = q.queue_id
+         order by co.co_name
+    loop
+        execute pg_catalog.format(
+            'select count(*), min(ev_id) from (select ev_id from %s'
+            ' where ev_txid >= $1 and not pg_catalog.pg_visible_in_snapshot(ev_txid, $2)'
+            ' and (ev_owner is null or ev_owner = $3) limit 1000) e',
+            pgque.quote_fqname(q.queue_data_pfx))
+           into v_count, v_first
+          using pg_catalog.pg_snapshot_xmin(s.tick_snapshot), s.tick_snapshot, s.sub_id;
+        if v_count > 0 then
+            v_findings := v_findings || pg_catalog.format(
+                'consumer %s has %s%s events not yet consumed (first ev_id %s)', s.co_name,
+                case when v_count >= 1000 then 'at least ' else '' end, v_count, v_first);
+        end if;
+    end loop;
+    select count(*) into v_count from pgque.retry_queue r where r.ev_queue = q.queue_id;
+    if v_count > 0 then
+        v_findings := v_findings || pg_catalog.format('%s events wait in retry_queue', v_count);
+    end if;
+    select count(*) into v_count from pgque.delayed_events d where d.de_queue_name = q.queue_name;
+    if v_count > 0 then
+        v_findings := v_findings || pg_catalog.format('%s delayed messages wait for delivery', v_count);
+    end if;
+    if pg_catalog.cardinality(v_findings) > 0 then
+        raise exception 'assert_empty: queue % is not empty: %', q.queue_name,
+            pg_catalog.array_to_string(v_findings, '; ') using detail = 'pgque:assertion_failed';
+    end if;
+    return true;
+end
+$$;
+comment on function pgque.assert_empty(text) is
+    'Test helper: true when no consumer of the queue has an event left to consume and no retry or delayed message waits; raises with the findings otherwise.';
+
+create or replace function pgque.assert_dlq_empty(queue text)
+returns boolean
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    q pgque.queue;
+    v_count bigint;
+    v_newest pgque.dead_letter;
+begin
+    q := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
+    select count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
+    if v_count > 0 then
+        select d.* into v_newest from pgque.dead_letter d
+         where d.dl_queue_id = q.queue_id order by d.dl_time desc, d.dl_id desc limit 1;
+        raise exception 'assert_dlq_empty: queue % has % dead letters (newest: dl_id %, ev_id %, consumer %, reason %)',
+            q.queue_name, v_count, v_newest.dl_id, v_newest.ev_id,
+            (select co.co_name from pgque.consumer co where co.co_id = v_newest.dl_consumer_id),
+            coalesce(v_newest.dl_reason, 'NULL') using detail = 'pgque:assertion_failed';
+    end if;
+    return true;
+end
+$$;
+comment on function pgque.assert_dlq_empty(text) is
+    'Test helper: true when the queue has no dead letters; raises with their count and the newest otherwise.';
+
+grant execute on function pgque.test_send(text, jsonb) to pgque_writer;
+grant execute on function
+    pgque.test_consume(text, text, text),
+    pgque.assert_empty(text),
+    pgque.assert_dlq_empty(text)
+to pgque_reader;
 
 -- file: functions/spark.sql
 -- Spark connector support: written with the Spark work.
