@@ -1,0 +1,424 @@
+"""``status``, ``queues``, ``consumers``, ``depth``, ``drain``: reading pgque's health.
+
+All figures come from pgque's observability functions (``status()``,
+``queue_stats()``, ``consumer_stats()``, ``queue_health()``); nothing here writes.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import time
+from typing import Any
+
+import click
+import psycopg
+from rich.console import Group
+from rich.live import Live
+from rich.padding import Padding
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from pgque.cli._common import (
+    CliError,
+    Duration,
+    ExitCode,
+    command,
+    emit_json,
+    err,
+    format_rate,
+    format_seconds,
+    json_option,
+    out,
+    query_dicts,
+    require_installed,
+    require_queue,
+    seconds,
+    session,
+    styled,
+    worst,
+)
+
+__all__ = ["COMMANDS", "collect_status", "render_status", "sparkline"]
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+# -- gathering ------------------------------------------------------------------------
+
+
+def _health_by_queue(health: list[dict[str, Any]]) -> dict[str, str]:
+    by_queue: dict[str, list[str]] = collections.defaultdict(list)
+    for row in health:
+        by_queue[row["queue_name"]].append(row["status"])
+    return {name: worst(statuses) for name, statuses in by_queue.items()}
+
+
+def _queue_rows(
+    conn: psycopg.Connection[Any], health: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    by_queue = _health_by_queue(health)
+    rows = query_dicts(conn, "select * from pgque.queue_stats()")
+    for row in rows:
+        row["health"] = by_queue.get(row["queue_name"], "ok")
+    return rows
+
+
+def _consumer_rows(
+    conn: psycopg.Connection[Any], health: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    checks = {(r["queue_name"], r["check_name"]): r["status"] for r in health}
+    rows = query_dicts(conn, "select * from pgque.consumer_stats()")
+    for row in rows:
+        check = (row["queue_name"], f"consumer_lag:{row['consumer_name']}")
+        row["status"] = checks.get(check, "ok")
+    return rows
+
+
+def collect_status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Everything ``pgque status`` shows, as one JSON-ready dict."""
+    version = require_installed(conn)
+    server = conn.execute("show server_version").fetchone()
+    cron = conn.execute(
+        "select extversion from pg_catalog.pg_extension where extname = 'pg_cron'"
+    ).fetchone()
+    try:
+        components = query_dicts(conn, "select * from pgque.status()")
+    except psycopg.errors.InsufficientPrivilege:
+        components = []  # status() is for admins; the rest is readable by pgque_reader
+    health = query_dicts(conn, "select * from pgque.queue_health()")
+    scheduler = next((c for c in components if c["component"] == "scheduler"), None)
+    tick_period = conn.execute("select tick_period_ms from pgque.config").fetchone()
+    return {
+        "pgque_version": version,
+        "postgresql_version": str(server[0]).split()[0] if server else None,
+        "pg_cron_version": cron[0] if cron else None,
+        "database": conn.info.dbname,
+        "scheduler": scheduler["status"] if scheduler else None,
+        "tick_period_ms": tick_period[0] if tick_period else None,
+        "components": components,
+        "queues": _queue_rows(conn, health),
+        "consumers": _consumer_rows(conn, health),
+        "health": health,
+        "worst": worst([r["status"] for r in health]),
+    }
+
+
+# -- rendering ------------------------------------------------------------------------
+
+
+def _table(*headers: str, right: tuple[str, ...] = ()) -> Table:
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    for header in headers:
+        table.add_column(header, justify="right" if header in right else "left", no_wrap=True)
+    return table
+
+
+def queues_table(rows: list[dict[str, Any]]) -> Table:
+    """The queues as a table: depth, rate, rotation, consumers, dead letters, health."""
+    table = _table(
+        "NAME", "DEPTH", "OLDEST", "RATE", "ROTATION", "CONSUMERS", "DLQ", "TICKS", "HEALTH",
+        right=("DEPTH", "OLDEST", "RATE", "CONSUMERS", "DLQ"),
+    )  # fmt: skip
+    for row in rows:
+        rotation = format_seconds(row["rotation_age"])
+        table.add_row(
+            row["queue_name"],
+            str(row["depth"]),
+            format_seconds(row["oldest_msg_age"]),
+            format_rate(row["events_per_sec"]),
+            f"{rotation} ago" if rotation != "-" else "-",
+            str(row["consumers"]),
+            str(row["dlq_count"]),
+            "paused" if row["ticker_paused"] else "running",
+            styled(row["health"]),
+        )
+    return table
+
+
+def consumers_table(rows: list[dict[str, Any]]) -> Table:
+    """The consumers as a table: lag, pending events, open batch, status."""
+    table = _table(
+        "QUEUE", "CONSUMER", "LAG", "PENDING", "LAST ACTIVE", "BATCH", "STATUS",
+        right=("LAG", "PENDING", "LAST ACTIVE"),
+    )  # fmt: skip
+    now = dt.datetime.now(dt.timezone.utc)
+    for row in rows:
+        active = row["last_batch_start"]
+        table.add_row(
+            row["queue_name"],
+            row["consumer_name"],
+            format_seconds(row["lag"]),
+            str(row["pending_events"]),
+            f"{format_seconds(now - active)} ago" if active is not None else "never",
+            str(row["batch_id"]) if row["batch_active"] else "-",
+            styled(row["status"]),
+        )
+    return table
+
+
+def _check_line(row: dict[str, Any]) -> Text:
+    return Text.from_markup(
+        f"{styled(row['status'])}  {row['queue_name']}/{row['check_name']}: ", emoji=False
+    ).append(str(row["detail"]))
+
+
+def render_status(data: dict[str, Any]) -> Group:
+    """The text of ``pgque status``: versions, scheduler and jobs, queues, consumers, health."""
+    cron = data["pg_cron_version"]
+    header = Text.from_markup(
+        f"[bold]pgque {data['pgque_version']}[/] | PostgreSQL {data['postgresql_version']}"
+        f" | {'pg_cron ' + cron if cron else 'no pg_cron'} | database {data['database']}",
+        emoji=False,
+    )
+    system = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_header=False)
+    system.add_column(no_wrap=True)
+    system.add_column(no_wrap=True)
+    system.add_column(overflow="fold")
+    period = data["tick_period_ms"]
+    system.add_row(
+        "Scheduler:",
+        data["scheduler"] or "-",
+        f"tick period {period} ms" if period is not None else "",
+    )
+    checks = {(r["queue_name"], r["check_name"]): r for r in data["health"]}
+    for label, name in (("Ticker:", "pg_cron_ticker"), ("Maintenance:", "pg_cron_maint")):
+        row = checks.get(("system", name))
+        if row is not None:
+            system.add_row(label, styled(row["status"]), str(row["detail"]))
+    parts: list[Any] = [header, Text("System:"), Padding(system, (0, 0, 0, 2), expand=False)]
+    parts.append(Text(f"Queues: {len(data['queues'])}"))
+    if data["queues"]:
+        parts.append(Padding(queues_table(data["queues"]), (0, 0, 0, 2), expand=False))
+    parts.append(Text(f"Consumers: {len(data['consumers'])}"))
+    if data["consumers"]:
+        parts.append(Padding(consumers_table(data["consumers"]), (0, 0, 0, 2), expand=False))
+    problems = [r for r in data["health"] if r["status"] != "ok"]
+    summary = styled(data["worst"])
+    parts.append(
+        Text.from_markup(
+            f"Health: {summary} ({len(data['health'])} checks, {len(problems)} not ok)",
+            emoji=False,
+        )
+    )
+    # The system rows are shown under System already.
+    parts.extend(
+        Padding(_check_line(r), (0, 0, 0, 2), expand=False)
+        for r in problems
+        if r["queue_name"] != "system"
+    )
+    return Group(*parts)
+
+
+def sparkline(values: list[float], width: int) -> str:
+    """The last ``width`` values as a line of block characters, scaled from 0 to the maximum."""
+    shown = values[-width:]
+    top = max(shown, default=0)
+    if top <= 0:
+        return _SPARKS[0] * len(shown)
+    return "".join(_SPARKS[min(int(v / top * (len(_SPARKS) - 1) + 0.5), 7)] for v in shown)
+
+
+# -- commands -------------------------------------------------------------------------
+
+
+@command("status")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["critical", "warning"]),
+    default="critical",
+    show_default=True,
+    help="Exit 7 (unhealthy) when a health check is this bad or worse.",
+)
+@json_option
+def status_cmd(fail_on: str, as_json: bool) -> None:
+    """Show versions, scheduler and jobs, queues, consumers and health.
+
+    Exits 7 when a check is critical (or a warning, with --fail-on warning),
+    so it serves as a probe.
+    """
+    with session(need_install=False) as conn:
+        data = collect_status(conn)
+    data["healthy"] = not (
+        data["worst"] == "critical" or (fail_on == "warning" and data["worst"] == "warning")
+    )
+    if as_json:
+        emit_json(data)
+    else:
+        out().print(render_status(data))
+    if not data["healthy"]:
+        raise click.exceptions.Exit(ExitCode.UNHEALTHY)
+
+
+@command("queues")
+@json_option
+def queues_cmd(as_json: bool) -> None:
+    """List every queue with depth, rate, rotation, consumers, dead letters and health."""
+    with session() as conn:
+        health = query_dicts(conn, "select * from pgque.queue_health()")
+        rows = _queue_rows(conn, health)
+    if as_json:
+        emit_json(rows)
+    elif not rows:
+        out().print("no queues: create one with `pgque create-queue NAME`")
+    else:
+        out().print(queues_table(rows))
+
+
+@command("consumers")
+@click.argument("queue", required=False)
+@json_option
+def consumers_cmd(queue: str | None, as_json: bool) -> None:
+    """List the consumers (of QUEUE, or of all queues) with lag, pending events and status."""
+    with session() as conn:
+        if queue is not None:
+            require_queue(conn, queue)
+        health = query_dicts(conn, "select * from pgque.queue_health()")
+        rows = [r for r in _consumer_rows(conn, health) if queue in (None, r["queue_name"])]
+    if as_json:
+        emit_json(rows)
+    elif not rows:
+        out().print("no consumers" + (f" on queue {queue!r}" if queue else ""))
+    else:
+        out().print(consumers_table(rows))
+
+
+def _sample(conn: psycopg.Connection[Any], queue: str) -> dict[str, Any]:
+    row = conn.execute(
+        "select depth, events_per_sec, oldest_msg_age, consumers, now()"
+        " from pgque.queue_stats() where queue_name = %s",
+        (queue,),
+    ).fetchone()
+    if row is None:
+        raise CliError(
+            f"no queue named {queue!r}: `pgque queues` lists the queues", ExitCode.NOT_FOUND
+        )
+    depth, rate, oldest, consumers, now = row
+    return {
+        "queue": queue,
+        "time": now,
+        "depth": depth,
+        "events_per_sec": rate,
+        "oldest_msg_age": seconds(oldest),
+        "consumers": consumers,
+    }
+
+
+@command("depth")
+@click.argument("queue")
+@click.option("--watch", type=Duration(), default=None, help="Sample every DURATION (e.g. 5s).")
+@click.option("--count", type=click.IntRange(1), default=None, help="Stop after N samples.")
+@click.option("--width", type=click.IntRange(5, 200), default=60, show_default=True,
+              help="Samples shown in the sparkline.")  # fmt: skip
+@json_option
+def depth_cmd(
+    queue: str, watch: float | None, count: int | None, width: int, as_json: bool
+) -> None:
+    """Show QUEUE's depth; with --watch, a sparkline of it over time until Ctrl-C.
+
+    Depth counts the events its slowest consumer has not finished. With
+    --json each sample is one line of JSON.
+    """
+    with session() as conn:
+        require_queue(conn, queue)
+        if watch is None:
+            sample = _sample(conn, queue)
+            if as_json:
+                emit_json(sample)
+            else:
+                out().print(f"{queue}: depth {sample['depth']}")
+            return
+        history: list[float] = []
+        console = out()
+        live = None if as_json else Live(console=console, auto_refresh=False, transient=False)
+        taken = 0
+        try:
+            if live is not None:
+                live.start()
+            while True:
+                sample = _sample(conn, queue)
+                taken += 1
+                history.append(float(sample["depth"]))
+                if as_json:
+                    emit_json(sample, lines=True)
+                else:
+                    line = _depth_line(queue, history, sample, width)
+                    if console.is_terminal and live is not None:
+                        live.update(line, refresh=True)
+                    else:
+                        console.print(line)
+                if count is not None and taken >= count:
+                    break
+                time.sleep(max(watch, 0.05))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if live is not None:
+                live.stop()
+
+
+def _depth_line(queue: str, history: list[float], sample: dict[str, Any], width: int) -> Text:
+    shown = history[-width:]
+    return Text.assemble(
+        (f"{queue} ", "bold"),
+        ("depth ", ""),
+        (f"{sample['depth']:>7} ", "bold"),
+        (sparkline(history, width), "cyan"),
+        f"  min {min(shown):.0f} max {max(shown):.0f}",
+        f"  rate {format_rate(sample['events_per_sec'])}",
+        f"  oldest {format_seconds(sample['oldest_msg_age'])}",
+    )
+
+
+@command("drain")
+@click.argument("queue")
+@click.option("--timeout", type=Duration(), default=60.0, show_default=True,
+              help="Give up after this long (exit 8).")  # fmt: skip
+@click.option("--interval", type=Duration(), default=0.5, show_default=True,
+              help="How often to look.")  # fmt: skip
+@json_option
+def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> None:
+    """Wait until QUEUE is empty (every consumer caught up), showing progress.
+
+    Exits 0 once the depth is 0, or 8 when the timeout passes first.
+    """
+    started = time.monotonic()
+    with session() as conn:
+        require_queue(conn, queue)
+        sample = _sample(conn, queue)
+        initial = max(int(sample["depth"]), 1)
+        progress = Progress(
+            TextColumn(f"draining {queue}"),
+            BarColumn(),
+            TextColumn("{task.fields[depth]} left"),
+            TimeElapsedColumn(),
+            console=err(),
+            transient=True,
+            disable=as_json,
+        )
+        with progress:
+            task = progress.add_task("drain", total=initial, depth=sample["depth"])
+            while sample["depth"] > 0 and time.monotonic() - started < timeout:
+                time.sleep(min(interval, max(timeout - (time.monotonic() - started), 0.01)))
+                sample = _sample(conn, queue)
+                initial = max(initial, int(sample["depth"]))
+                progress.update(
+                    task, total=initial, completed=initial - sample["depth"], depth=sample["depth"]
+                )
+    waited = round(time.monotonic() - started, 3)
+    drained = sample["depth"] == 0
+    if as_json:
+        emit_json({"queue": queue, "drained": drained, "depth": sample["depth"],
+                   "waited_seconds": waited})  # fmt: skip
+    if not drained:
+        raise CliError(
+            f"queue {queue!r} still holds {sample['depth']} events after {timeout:g} s:"
+            f" check `pgque consumers {queue}` and that a ticker runs (`pgque status`)",
+            ExitCode.TIMEOUT,
+        )
+    if not as_json:
+        out().print(f"queue {queue!r} is drained ({waited:.1f} s)")
+
+
+COMMANDS = [status_cmd, queues_cmd, consumers_cmd, depth_cmd, drain_cmd]

@@ -1,0 +1,157 @@
+"""``start``, ``stop`` (the pg_cron / pg_timetable jobs) and ``ticker`` (the service)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Any
+
+import click
+
+from pgque.cli._common import (
+    CliError,
+    Duration,
+    ExitCode,
+    command,
+    emit_json,
+    json_option,
+    out,
+    query_dicts,
+    session,
+    settings,
+)
+from pgque.ticker import Ticker
+
+__all__ = ["COMMANDS"]
+
+log = logging.getLogger("pgque.cli.ticker")
+
+
+def _scheduler_rows(conn: Any) -> list[dict[str, Any]]:
+    return [r for r in query_dicts(conn, "select * from pgque.status()")
+            if r["component"] in ("scheduler", "ticker", "maintenance")]  # fmt: skip
+
+
+@command("start")
+@click.option(
+    "--timetable",
+    "ticks_per_second",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Schedule with pg_timetable at this many ticks per second instead of pg_cron.",
+)
+@json_option
+def start_cmd(ticks_per_second: int | None, as_json: bool) -> None:
+    """Schedule the ticker and maintenance jobs in pg_cron (pgque.start()).
+
+    Without pg_cron in this database, run `pgque ticker` instead.
+    """
+    with session() as conn:
+        if ticks_per_second is None:
+            conn.execute("select pgque.start()")
+        else:
+            conn.execute("select pgque.start_timetable(%s)", (ticks_per_second,))
+        rows = _scheduler_rows(conn)
+    if as_json:
+        emit_json({"action": "start", "status": rows})
+        return
+    for row in rows:
+        out().print(f"{row['component']}: {row['status']} ({row['detail']})")
+
+
+@command("stop")
+@json_option
+def stop_cmd(as_json: bool) -> None:
+    """Remove pgque's scheduler jobs (pgque.stop()); harmless when none exist."""
+    with session() as conn:
+        conn.execute("select pgque.stop()")
+        rows = _scheduler_rows(conn)
+    if as_json:
+        emit_json({"action": "stop", "status": rows})
+        return
+    out().print("pgque scheduler jobs removed: nothing ticks until `pgque start` or a ticker runs")
+
+
+@command("ticker")
+@click.option(
+    "--poll-interval",
+    type=Duration(),
+    default=0.001,
+    show_default=True,
+    help="Seconds between polls of the queues' event sequences.",
+)
+@click.option(
+    "--max-wait",
+    type=Duration(),
+    default=0.005,
+    show_default=True,
+    help="How long a tick may wait for a busy consumer's batch to grow.",
+)
+@click.option(
+    "--maint-interval",
+    type=Duration(),
+    default=30.0,
+    show_default=True,
+    help="Seconds between maint() + VACUUM rounds.",
+)
+def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float) -> None:
+    """Run the ticker service in the foreground (for servers without pg_cron).
+
+    Ticks, moves retries and delayed messages, runs maint() and VACUUMs
+    pgque's tables (the SDK's pgque.Ticker). Any number may run: they share
+    the per-database ticker lock with ticker_loop() and the consumers'
+    tickers, so one leads and the others stand by. Leadership changes are
+    logged on stderr; SIGTERM or Ctrl-C stops it cleanly.
+    """
+    logging.basicConfig(
+        level=logging.DEBUG if settings().debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    with session() as conn:
+        database = conn.info.dbname
+    ticker = Ticker(
+        settings().dsn or "",
+        poll_interval=poll_interval,
+        max_wait=max_wait,
+        maint_interval=maint_interval,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info("pgque ticker for database %r starting", database)
+    thread = threading.Thread(target=ticker.run, name="pgque-ticker", daemon=True)
+    thread.start()
+    started = time.monotonic()
+    leading: bool | None = None
+    try:
+        while not stop.wait(0.25):
+            if not thread.is_alive():
+                raise CliError(
+                    "the ticker stopped: this role may not tick (grant it pgque_admin)",
+                    ExitCode.FAILURE,
+                )
+            now_leading = ticker.leading
+            if now_leading == leading:
+                continue
+            if now_leading:
+                log.info("leader: this process ticks database %r", database)
+            elif leading or time.monotonic() - started > 1.5:
+                log.info("standing by: another session holds the ticker lock")
+            else:
+                continue  # still connecting: not known yet
+            leading = now_leading
+    finally:
+        ticker.stop()
+        thread.join(timeout=10)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("pgque ticker stopped")
+
+
+COMMANDS = [start_cmd, stop_cmd, ticker_cmd]

@@ -1,0 +1,102 @@
+"""``install``, ``upgrade``, ``uninstall``: the pgque schema in a database."""
+
+from __future__ import annotations
+
+import click
+
+import pgque
+from pgque.cli._common import (
+    CliError,
+    ExitCode,
+    command,
+    connect,
+    emit_json,
+    json_option,
+    out,
+    require_installed,
+)
+from pgque.installer import installed_version
+
+__all__ = ["COMMANDS"]
+
+
+@command("install")
+@json_option
+def install_cmd(as_json: bool) -> None:
+    """Install pgque into the database (again: upgrade in place, data kept).
+
+    Runs the packaged pgque.sql in one transaction: it completes or changes
+    nothing. Creates schema pgque and the roles pgque_reader, pgque_writer
+    and pgque_admin.
+    """
+    conn = connect()
+    try:
+        before = installed_version(conn)
+        version = pgque.install(conn)
+        database = conn.info.dbname
+    finally:
+        conn.close()
+    if as_json:
+        emit_json(
+            {"action": "install", "database": database, "version": version, "previous": before}
+        )
+        return
+    if before is None:
+        out().print(f"pgque {version} installed in database {database!r}")
+    else:
+        out().print(f"pgque {version} installed in database {database!r} (was {before}; data kept)")
+
+
+@command("upgrade")
+@json_option
+def upgrade_cmd(as_json: bool) -> None:
+    """Upgrade an installed pgque to this package's version (data kept).
+
+    The same script as install; it refuses a database without pgque.
+    """
+    conn = connect()
+    try:
+        before = require_installed(conn)
+        version = pgque.install(conn)
+        database = conn.info.dbname
+    finally:
+        conn.close()
+    if as_json:
+        emit_json(
+            {"action": "upgrade", "database": database, "version": version, "previous": before}
+        )
+        return
+    if before == version:
+        out().print(f"pgque {version} in database {database!r} is current; reapplied in place")
+    else:
+        out().print(f"pgque upgraded from {before} to {version} in database {database!r}")
+
+
+@command("uninstall")
+@click.option("--force", is_flag=True, help="Really drop schema pgque with every queue and event.")
+@json_option
+def uninstall_cmd(force: bool, as_json: bool) -> None:
+    """Drop schema pgque with all queues, events and dead letters (needs --force).
+
+    Scheduler jobs are removed first; the roles stay (other databases may use them).
+    """
+    conn = connect()
+    try:
+        version = require_installed(conn)
+        database = conn.info.dbname
+        if not force:
+            raise CliError(
+                f"uninstall drops every queue, event and dead letter in database {database!r}:"
+                " run `pgque uninstall --force` to do it",
+                ExitCode.USAGE,
+            )
+        pgque.uninstall(conn)
+    finally:
+        conn.close()
+    if as_json:
+        emit_json({"action": "uninstall", "database": database, "previous": version})
+        return
+    out().print(f"pgque {version} uninstalled from database {database!r} (roles kept)")
+
+
+COMMANDS = [install_cmd, upgrade_cmd, uninstall_cmd]
