@@ -2,12 +2,16 @@
 
 Install the schema into a database with :func:`install` (the SQL ships inside
 this package as one file, ``pgque/sql/pgque.sql``), send and receive with
-:func:`connect` / :class:`PgqueClient`, run handlers with :class:`Consumer`,
-and tick without pg_cron with :class:`Ticker`.
+:func:`connect` / :class:`PgqueClient` (asyncio: :func:`connect_async`), send
+from many threads or tasks with :class:`Producer` / :class:`AsyncProducer`,
+run handlers with :class:`Consumer`, and tick without pg_cron with
+:class:`Ticker`.
 """
 
 from pgque._version import __version__
+from pgque.async_client import AsyncPgqueClient, connect_async
 from pgque.async_consumer import AsyncConsumer
+from pgque.async_producer import AsyncProducer, AsyncProducerBatch
 from pgque.client import PgqueClient, connect
 from pgque.consumer import Consumer, ConsumerGaveUp
 from pgque.errors import (
@@ -22,16 +26,23 @@ from pgque.errors import (
     PgqueOperationRefused,
     PgqueQueueNotFound,
 )
+from pgque.health import Health, HealthCheck
 from pgque.installer import install, installed_version, uninstall
 from pgque.message import Event, Message
 from pgque.multi_consumer import MultiQueueConsumer
+from pgque.producer import Producer, ProducerBatch
 from pgque.ticker import Ticker
 
 __all__ = [
     "AsyncConsumer",
+    "AsyncPgqueClient",
+    "AsyncProducer",
+    "AsyncProducerBatch",
     "Consumer",
     "ConsumerGaveUp",
     "Event",
+    "Health",
+    "HealthCheck",
     "Message",
     "MultiQueueConsumer",
     "PgqueBatchNotFound",
@@ -45,9 +56,12 @@ __all__ = [
     "PgqueNotInstalledError",
     "PgqueOperationRefused",
     "PgqueQueueNotFound",
+    "Producer",
+    "ProducerBatch",
     "Ticker",
     "__version__",
     "connect",
+    "connect_async",
     "install",
     "installed_version",
     "uninstall",

@@ -15,9 +15,11 @@ from typing import Any
 
 import psycopg
 
+from pgque import health as _health
 from pgque import tracing
 from pgque._queries import query
 from pgque.errors import PgqueConnectionError, from_database_error
+from pgque.health import Health
 from pgque.message import Event, Message
 from pgque.serializers import JSON, Serializer
 
@@ -211,6 +213,37 @@ class PgqueClient:
     def touch_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Heartbeat of a subconsumer; rows touched."""
         return int(self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
+
+    # -- health ----------------------------------------------------------------
+
+    def health(self) -> Health:
+        """pgque's health checks (``pgque.queue_health()``) and this client's state.
+
+        Never raises for database trouble: what could not be read is said in
+        ``notes`` (``pgque_health_unavailable`` when the function is missing
+        or not granted). The reads run in a savepoint inside your open
+        transaction, or in a short transaction of their own, so they never
+        spoil a transaction; nothing is read while it has failed.
+        """
+        state = _health.client_state(self.conn)
+        rows: list[tuple[Any, ...]] | None = None
+        if not _health.can_query(state):
+            return _health.finish(state, rows)
+        try:
+            with self.conn.transaction():
+                probe = self.conn.execute(query("health_probe")).fetchone()
+                health_fn, version_fn = probe if probe is not None else ("missing", "missing")
+                _health.probe_notes(state, health_fn, version_fn)
+                if version_fn == "ok":
+                    version = self.conn.execute(query("health_version")).fetchone()
+                    state.pgque_version = None if version is None else version[0]
+                if health_fn == "ok":
+                    rows = list(self.conn.execute(query("queue_health")).fetchall())
+        except psycopg.Error as exc:
+            rows = None
+            state.connected = not (self.conn.closed or self.conn.broken)
+            state.notes.append(f"pgque_health_unavailable: {from_database_error(exc)}")
+        return _health.finish(state, rows)
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> PgqueClient:

@@ -32,13 +32,16 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+from opentelemetry import trace
 from psycopg import sql
 
+from pgque import tracing
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, lanes
 from pgque._queries import query
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError
 from pgque.message import Message
+from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
 __all__ = ["Consumer", "ConsumerGaveUp"]
 
@@ -312,19 +315,39 @@ class Consumer:
         if self.subconsumer is not None:
             # Taking a cooperative batch locks the group: in its own short
             # transaction, so other members are not held up while we work.
-            msgs = client.receive_coop(
-                self.queue, self.name, self.subconsumer,
-                max_messages=self.max_messages, dead_interval=self.dead_interval,
+            subconsumer = self.subconsumer
+            msgs = self._traced_receive(
+                lambda: client.receive_coop(
+                    self.queue, self.name, subconsumer,
+                    max_messages=self.max_messages, dead_interval=self.dead_interval,
+                )
             )  # fmt: skip
             if not msgs:
                 return None
             with conn.transaction():
                 return self._process(conn, client, msgs)
         with conn.transaction():
-            msgs = client.receive(self.queue, self.name, self.max_messages)
+            msgs = self._traced_receive(
+                lambda: client.receive(self.queue, self.name, self.max_messages)
+            )
             if not msgs:
                 return None
             return self._process(conn, client, msgs)
+
+    def _traced_receive(self, receive: Callable[[], list[Message]]) -> list[Message]:
+        """Run a receive call inside a ``receive`` span linked to the messages' traces."""
+        tel = telemetry()
+        with tel.operation("receive", self.queue, attributes={CONSUMER_GROUP: self.name}) as op:
+            msgs = receive()
+            if msgs:
+                tel.record_consumed(self.queue, len(msgs), attributes={CONSUMER_GROUP: self.name})
+            if msgs and op.span.is_recording():
+                op.span.set_attribute(BATCH_MESSAGE_COUNT, len(msgs))
+                for msg in msgs:
+                    parent = tracing.extract(msg.extra1, msg.extra4)
+                    if parent is not None:
+                        op.span.add_link(trace.get_current_span(parent).get_span_context())
+        return msgs
 
     def _process(
         self, conn: psycopg.Connection[Any], client: PgqueClient, msgs: list[Message]
@@ -348,13 +371,17 @@ class Consumer:
                 if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
                 else []
             )
-        if settled and client.ack(batch_id) == 0:
+        if settled and self._traced_ack(client, batch_id) == 0:
             self._log.warning(
                 "pgque: ack batch %s returned 0 -- stale or double ack"
                 " (batch already finished or not found)",
                 batch_id,
             )
         return count
+
+    def _traced_ack(self, client: PgqueClient, batch_id: int) -> int:
+        with telemetry().operation("ack", self.queue, attributes={CONSUMER_GROUP: self.name}):
+            return client.ack(batch_id)
 
     # -- handlers at work --------------------------------------------------------
 
@@ -395,19 +422,31 @@ class Consumer:
             return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
         if self._rate is not None:
             self._rate.acquire(self._hard_stop)
+        tel = telemetry()
+        # The message's creation context is the parent of its processing.
+        parent = tracing.extract(msg.extra1, msg.extra4) if tel.tracing else None
+        started = time.perf_counter()
+        failed: str | None = None
         try:
-            if spec.transactional:
-                assert conn is not None
-                self._call_transactional(conn, spec, msg)
-            elif spec.timeout is not None:
-                self._call_with_timeout(spec, msg)
-            else:
-                spec.func(msg)
+            with tel.span("process", self.queue, context=parent, attributes={
+                MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
+            }):  # fmt: skip
+                if spec.transactional:
+                    assert conn is not None
+                    self._call_transactional(conn, spec, msg)
+                elif spec.timeout is not None:
+                    self._call_with_timeout(spec, msg)
+                else:
+                    spec.func(msg)
         except (_BatchAborted, _ConnectionAbandoned, ConsumerGaveUp):
             raise
         except Exception as exc:
+            failed = error_type(exc)
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
             return Outcome("nack", error=exc)
+        finally:
+            tel.record_process(self.queue, time.perf_counter() - started, error=failed,
+                               attributes={CONSUMER_GROUP: self.name})  # fmt: skip
         if msg._decision is not None:
             action, retry_after, reason = msg._decision
             return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
@@ -480,8 +519,15 @@ class Consumer:
             return True
         if outcome.action == "fail":
             return False
+        operation = "dead_letter" if outcome.action == "dead" else "nack"
         try:
-            with _savepoint(conn):
+            with (
+                _savepoint(conn),
+                telemetry().operation(
+                    operation, self.queue, attributes={CONSUMER_GROUP: self.name}
+                ) as op,
+            ):
+                op.set_message_id(msg.msg_id)
                 if outcome.action == "dead":
                     conn.execute(
                         query("dead_letter_event"), (msg.batch_id, msg.msg_id, outcome.reason)

@@ -6,6 +6,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from _engine import consume, make_queue, one, rows, tick
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from _engine import make_queue, one, rows
 
 

@@ -89,7 +89,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, code: ExitCode = ExitCode.FAILURE) -> None:
         super().__init__(message)
-        self.exit_code = int(code)  # type: ignore[misc]  # per error, not per class
+        self.exit_code = int(code)  # type: ignore[misc, unused-ignore]  # per error, not per class
 
 
 @dataclass
@@ -299,9 +299,9 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60480
 
 
 if TYPE_CHECKING:
-    _DurationBase = click.ParamType[float, Any]
-    _KeyValueBase = click.ParamType[tuple[str, str], Any]
-else:  # older click: ParamType is not generic
+    _DurationBase = click.ParamType[float]  # type: ignore[type-arg, unused-ignore]
+    _KeyValueBase = click.ParamType[tuple[str, str]]  # type: ignore[type-arg, unused-ignore]
+else:  # ParamType is generic only in recent click
     _DurationBase = _KeyValueBase = click.ParamType
 
 

@@ -112,3 +112,53 @@ select pgque.dead_letter_event(%s, %s, %s)
 
 -- name: nack_by_id
 select pgque.nack(%s, %s::bigint, %s::interval, %s)
+
+-- Producer (pgque.Producer / AsyncProducer): payloads are encoded on the
+-- client and go through the text overloads; batch arrays are bound in
+-- binary form (%b), which is much cheaper than array literals.
+
+-- name: producer_send_batch
+select pgque.send_batch(%s, %s, %b::text[])
+
+-- name: producer_send_batch_extras
+select pgque.send_batch(%s, %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
+
+-- The same for connections binding on the client (cursor_factory=ClientCursor,
+-- e.g. behind a pooler), which cannot send binary parameters.
+
+-- name: producer_send_batch_client_side
+select pgque.send_batch(%s, %s, %s::text[])
+
+-- name: producer_send_batch_extras_client_side
+select pgque.send_batch(%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+
+-- name: producer_send_at
+select pgque.send_at(%s, %s, %s::text, %s::timestamptz)
+
+-- name: producer_send_after
+select pgque.send_at(%s, %s, %s::text, pg_catalog.now() + %s::interval)
+
+-- Client health: whether this role may read pgque.queue_health() (and the
+-- version), without raising when pgque or the function is missing.
+
+-- name: health_probe
+select case when n.oid is null then 'missing'
+            when not pg_catalog.has_schema_privilege(n.oid, 'usage') then 'denied'
+            when pg_catalog.to_regprocedure('pgque.queue_health()') is null then 'missing'
+            when not pg_catalog.has_function_privilege(
+                pg_catalog.to_regprocedure('pgque.queue_health()'), 'execute') then 'denied'
+            else 'ok' end,
+       case when n.oid is null then 'missing'
+            when not pg_catalog.has_schema_privilege(n.oid, 'usage') then 'denied'
+            when pg_catalog.to_regprocedure('pgque.version()') is null then 'missing'
+            when not pg_catalog.has_function_privilege(
+                pg_catalog.to_regprocedure('pgque.version()'), 'execute') then 'denied'
+            else 'ok' end
+  from (select 1) one
+  left join pg_catalog.pg_namespace n on n.nspname = 'pgque'
+
+-- name: health_version
+select pgque.version()::text
+
+-- name: queue_health
+select queue_name, check_name, status, detail from pgque.queue_health()

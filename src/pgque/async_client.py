@@ -1,0 +1,264 @@
+"""The asyncio twin of :class:`pgque.PgqueClient`, on a :class:`psycopg.AsyncConnection`.
+
+Every method of the sync client is here as a coroutine with the same name,
+parameters, defaults and SQL (``tests/sdk/test_async_parity.py`` holds the
+two in step). As with the sync client, methods never commit or roll back:
+with the default (non-autocommit) connection commit between send, tick and
+receive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+
+from pgque import health as _health
+from pgque import tracing
+from pgque._queries import LiteralString, query
+from pgque.errors import PgqueConnectionError, from_database_error
+from pgque.health import Health
+from pgque.message import Event, Message
+from pgque.serializers import JSON, Serializer
+
+__all__ = ["AsyncPgqueClient", "connect_async"]
+
+_DEFAULT_TYPES = (None, "", "default")
+
+
+@asynccontextmanager
+async def _mapped_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise from_database_error(exc) from exc
+
+
+class AsyncPgqueClient:
+    """pgque's SQL API on one :class:`psycopg.AsyncConnection`.
+
+    ``AsyncPgqueClient(conn)`` wraps a connection you own (``close()`` leaves
+    it open); :func:`connect_async` opens one the client owns. ``client.conn``
+    is the connection, for your own commits and queries.
+
+    Args:
+        conn: An open async psycopg connection.
+        serializer: How payloads are encoded; :data:`pgque.serializers.JSON`
+            (the default) or :data:`pgque.serializers.RAW_TEXT` for verbatim text.
+    """
+
+    def __init__(
+        self, conn: psycopg.AsyncConnection[Any], *, serializer: Serializer = JSON
+    ) -> None:
+        self.conn = conn
+        self.serializer = serializer
+        self._owned = False
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the connection if this client opened it; harmless twice."""
+        if self._owned and not self.conn.closed:
+            await self.conn.close()
+
+    async def __aenter__(self) -> AsyncPgqueClient:
+        """Return the client."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Close the client (and the connection, if it opened it)."""
+        await self.close()
+
+    async def _one(self, sql: LiteralString, params: Sequence[Any] | None = None) -> Any:
+        async with _mapped_errors():
+            cur = await self.conn.execute(sql, params)
+            row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def _all(
+        self, sql: LiteralString, params: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        async with _mapped_errors():
+            cur = await self.conn.execute(sql, params)
+            return list(await cur.fetchall())
+
+    # -- producing -----------------------------------------------------------
+
+    async def send(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        type: str | None = "default",
+        extras: tuple[str | None, str | None, str | None, str | None] | None = None,
+    ) -> int:
+        """Send one message; returns its event id (see :meth:`pgque.PgqueClient.send`)."""
+        if isinstance(payload, Event):
+            payload, type = payload.payload, payload.type
+        text = self.serializer.encode(payload)
+        fields = tracing.trace_fields(extras or (None, None, None, None), tracing.current_carrier())
+        if any(f is not None for f in fields):
+            name = "send_extras" if self.serializer.sql_type == "jsonb" else "send_text_extras"
+            return int(await self._one(query(name), (queue, type or "default", text, *fields)))
+        if self.serializer.sql_type == "text":
+            return int(await self._one(query("send_text"), (queue, type or "default", text)))
+        if type in _DEFAULT_TYPES:
+            return int(await self._one(query("send"), (queue, text)))
+        return int(await self._one(query("send_typed"), (queue, type, text)))
+
+    async def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
+        """Send many messages of one type in one statement; returns their ids in input order."""
+        texts = [self.serializer.encode(p) for p in payloads]
+        name = "send_batch" if self.serializer.sql_type == "jsonb" else "send_batch_text"
+        return list(await self._one(query(name), (queue, type, texts)))
+
+    # -- consuming -----------------------------------------------------------
+
+    async def subscribe(self, queue: str, consumer: str) -> int:
+        """Subscribe a consumer at the queue's latest tick: 1, or 0 when it already was."""
+        return int(await self._one(query("subscribe"), (queue, consumer)))
+
+    async def unsubscribe(self, queue: str, consumer: str) -> int:
+        """Remove a subscription: 1, or 0 when there was none."""
+        return int(await self._one(query("unsubscribe"), (queue, consumer)))
+
+    async def receive(self, queue: str, consumer: str, max_messages: int = 100) -> list[Message]:
+        """Up to ``max_messages`` messages of the consumer's open or next batch.
+
+        The same batch comes back until :meth:`ack`, which finishes all of
+        it, messages beyond ``max_messages`` included.
+        """
+        rows = await self._all(query("receive"), (queue, consumer, max_messages))
+        return [Message(*row) for row in rows]
+
+    async def receive_rest(self, batch_id: int, after_msg_id: int) -> list[Message]:
+        """The batch's messages after ``after_msg_id``: read them before acking a batch
+        that ``receive`` cut at its limit."""
+        rows = await self._all(query("batch_rest"), (batch_id, batch_id, after_msg_id))
+        return [Message(*row) for row in rows]
+
+    async def ack(self, batch_id: int) -> int:
+        """Finish the whole batch: 1, or 0 (a WARNING) when it is not open."""
+        return int(await self._one(query("ack"), (batch_id,)))
+
+    async def nack(
+        self, batch_id: int, msg: Message, retry_after: float = 60, reason: str | None = None
+    ) -> None:
+        """Retry ``msg`` after ``retry_after`` seconds, or dead-letter it after max retries.
+
+        The batch stays open: ack it afterwards.
+        """
+        payload = msg.payload
+        if isinstance(payload, (dict, list)):
+            payload = json.dumps(payload)
+        fields = (
+            msg.msg_id, msg.batch_id, msg.type, payload, msg.retry_count, msg.created_at,
+            msg.extra1, msg.extra2, msg.extra3, msg.extra4,
+        )  # fmt: skip
+        async with _mapped_errors():
+            await self.conn.execute(
+                query("nack"), (batch_id, *fields, f"{retry_after} seconds", reason)
+            )
+
+    # -- ticking -------------------------------------------------------------
+
+    async def ticker(self, queue: str) -> int | None:
+        """Tick the queue if due; the new tick id, or None."""
+        value = await self._one(query("ticker"), (queue,))
+        return None if value is None else int(value)
+
+    async def ticker_all(self) -> int:
+        """Tick every due queue; how many got a tick."""
+        return int(await self._one(query("ticker_all")))
+
+    async def force_next_tick(self, queue: str) -> int | None:
+        """Make the next ticker call tick the queue; the latest tick id (None if none)."""
+        value = await self._one(query("force_next_tick"), (queue,))
+        return None if value is None else int(value)
+
+    async def force_tick(self, queue: str) -> int | None:
+        """Deprecated alias of :meth:`force_next_tick`."""
+        return await self.force_next_tick(queue)
+
+    # -- cooperative consumers -----------------------------------------------
+
+    async def subscribe_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
+        """Add a subconsumer to a cooperative consumer: 1 if something was created, else 0."""
+        return int(await self._one(query("subscribe_subconsumer"), (queue, consumer, subconsumer)))
+
+    async def unsubscribe_subconsumer(
+        self, queue: str, consumer: str, subconsumer: str, *, batch_handling: int = 0
+    ) -> int:
+        """Remove a subconsumer (``batch_handling=1`` retries its open batch first)."""
+        return int(
+            await self._one(
+                query("unsubscribe_subconsumer"), (queue, consumer, subconsumer, batch_handling)
+            )
+        )
+
+    async def receive_coop(
+        self,
+        queue: str,
+        consumer: str,
+        subconsumer: str,
+        *,
+        max_messages: int = 100,
+        dead_interval: str | None = None,
+    ) -> list[Message]:
+        """Receive as one subconsumer of a cooperative consumer (registers it if needed)."""
+        rows = await self._all(
+            query("receive_coop"), (queue, consumer, subconsumer, max_messages, dead_interval)
+        )
+        return [Message(*row) for row in rows]
+
+    async def touch_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
+        """Heartbeat of a subconsumer; rows touched."""
+        return int(await self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
+
+    # -- health ----------------------------------------------------------------
+
+    async def health(self) -> Health:
+        """pgque's health checks and this client's state (see :meth:`pgque.PgqueClient.health`)."""
+        state = _health.client_state(self.conn)
+        rows: list[tuple[Any, ...]] | None = None
+        if not _health.can_query(state):
+            return _health.finish(state, rows)
+        try:
+            async with self.conn.transaction():
+                cur = await self.conn.execute(query("health_probe"))
+                probe = await cur.fetchone()
+                health_fn, version_fn = probe if probe is not None else ("missing", "missing")
+                _health.probe_notes(state, health_fn, version_fn)
+                if version_fn == "ok":
+                    cur = await self.conn.execute(query("health_version"))
+                    version = await cur.fetchone()
+                    state.pgque_version = None if version is None else version[0]
+                if health_fn == "ok":
+                    cur = await self.conn.execute(query("queue_health"))
+                    rows = list(await cur.fetchall())
+        except psycopg.Error as exc:
+            rows = None
+            state.connected = not (self.conn.closed or self.conn.broken)
+            state.notes.append(f"pgque_health_unavailable: {from_database_error(exc)}")
+        return _health.finish(state, rows)
+
+
+async def connect_async(dsn: str, *, autocommit: bool = False) -> AsyncPgqueClient:
+    """Open an async connection and return a client that owns it.
+
+    Raises:
+        PgqueConnectionError: the connection could not be opened.
+    """
+    try:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=autocommit)
+    except psycopg.OperationalError as exc:
+        raise PgqueConnectionError(str(exc).strip()) from exc
+    client = AsyncPgqueClient(conn)
+    client._owned = True
+    return client
+
+
+AsyncPgqueClient.__module__ = "pgque"

@@ -1,0 +1,289 @@
+"""The sync and asyncio halves of the SDK stay in step.
+
+For every pair in :data:`PAIRS` the public names, parameters (name, kind,
+default) and properties must match, and the async side's methods must be
+coroutines (except those in its ``plain`` set). The clients and producers
+must also send the same SQL for the same calls. Add a pair here whenever a
+class gets an async twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgque
+from _engine import make_queue, one
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A sync class (or function) and its async twin."""
+
+    sync: Any
+    aio: Any
+    #: Members of the async side that are plain functions on purpose.
+    plain: frozenset[str] = field(default_factory=frozenset)
+
+
+#: Every sync/async pair of the SDK (the consumer pair is added by its module's owner).
+PAIRS: list[Pair] = [
+    Pair(pgque.PgqueClient, pgque.AsyncPgqueClient),
+    Pair(pgque.Producer, pgque.AsyncProducer, frozenset({"batch"})),
+    Pair(pgque.ProducerBatch, pgque.AsyncProducerBatch, frozenset({"send"})),
+    Pair(pgque.connect, pgque.connect_async),
+]
+
+# Context-manager protocol: the async side has the async spelling.
+_RENAMED = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
+_KEPT_DUNDERS = {"__init__", "__len__", "__iter__", "__call__"}
+
+
+def _members(cls: type) -> dict[str, Any]:
+    """Public members, plus the context-manager dunders and the dunders a class defines."""
+
+    def wanted(name: str) -> bool:
+        if not name.startswith("_") or name in _RENAMED or name in _RENAMED.values():
+            return True
+        return name in _KEPT_DUNDERS and getattr(cls, name) is not getattr(object, name, None)
+
+    return {name: inspect.getattr_static(cls, name) for name in dir(cls) if wanted(name)}
+
+
+def _parameters(func: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+    sig = inspect.signature(func)
+    return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+
+def _compare_callables(where: str, sync: Any, aio: Any, *, plain: bool) -> list[str]:
+    problems: list[str] = []
+    sync_func = sync.__func__ if isinstance(sync, (staticmethod, classmethod)) else sync
+    aio_func = aio.__func__ if isinstance(aio, (staticmethod, classmethod)) else aio
+    if _parameters(sync_func) != _parameters(aio_func):
+        problems.append(
+            f"{where}: parameters differ: {inspect.signature(sync_func)}"
+            f" vs {inspect.signature(aio_func)}"
+        )
+    if inspect.iscoroutinefunction(sync_func):
+        problems.append(f"{where}: the sync side is a coroutine function")
+    if plain and inspect.iscoroutinefunction(aio_func):
+        problems.append(f"{where}: expected a plain function on the async side")
+    if not plain and not inspect.iscoroutinefunction(aio_func):
+        problems.append(f"{where}: not a coroutine function on the async side")
+    return problems
+
+
+def differences(pair: Pair) -> list[str]:
+    """Everything that is on one side only, or different; [] when in step."""
+    if not isinstance(pair.sync, type):
+        return _compare_callables(pair.sync.__name__, pair.sync, pair.aio, plain=False)
+    sync, aio = _members(pair.sync), _members(pair.aio)
+    problems: list[str] = []
+    expected = {_RENAMED.get(name, name): name for name in sync}
+    for name in sorted(set(aio) - set(expected)):
+        problems.append(f"{pair.aio.__name__}.{name}: only on the async side")
+    for aio_name, sync_name in sorted(expected.items()):
+        where = f"{pair.sync.__name__}.{sync_name}"
+        if aio_name not in aio:
+            problems.append(f"{where}: missing on the async side ({aio_name})")
+            continue
+        s, a = sync[sync_name], aio[aio_name]
+        if isinstance(s, property) or isinstance(a, property):
+            if not (isinstance(s, property) and isinstance(a, property)):
+                problems.append(f"{where}: a property on one side only")
+            continue
+        if callable(s) or isinstance(s, (staticmethod, classmethod)):
+            is_init = sync_name == "__init__"
+            if is_init:
+                sig_s, sig_a = _parameters(s), _parameters(a)
+                # the first argument's type differs (connection vs async connection)
+                if [p[0::2] for p in sig_s] != [p[0::2] for p in sig_a]:
+                    problems.append(f"{where}: parameters differ")
+                continue
+            plain = aio_name in pair.plain or sync_name == "__len__"
+            problems += _compare_callables(where, s, a, plain=plain)
+        elif s != a:
+            problems.append(f"{where}: value differs ({s!r} vs {a!r})")
+    return problems
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p.sync.__name__)
+def test_pairs_are_in_step(pair: Pair) -> None:
+    assert differences(pair) == []
+
+
+def test_the_check_notices_a_difference() -> None:
+    class Sync:
+        def send(self, queue: str, *, type: str = "default") -> int:
+            return 0
+
+        def only_sync(self) -> None:
+            pass
+
+        def __enter__(self) -> Sync:
+            return self
+
+    class Async:
+        async def send(self, queue: str, *, type: str = "other") -> int:
+            return 0
+
+        def plain(self) -> None:
+            pass
+
+        async def __aenter__(self) -> Async:
+            return self
+
+    found = differences(Pair(Sync, Async))
+    assert any("Sync.send: parameters differ" in p for p in found)
+    assert any("Sync.only_sync: missing" in p for p in found)
+    assert any("Async.plain: only on the async side" in p for p in found)
+    assert not any("__enter__" in p for p in found)
+
+
+# -- same SQL for the same calls -----------------------------------------------------
+
+
+class Recorder:
+    """Wraps a connection (sync or async) and records the SQL it is asked to run."""
+
+    def __init__(self, conn: Any, sent: list[str]) -> None:
+        self._conn = conn
+        self._sent = sent
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        self._sent.append(str(query))
+        return self._conn.execute(query, params, **kwargs)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return Recorder(self._conn.cursor(*args, **kwargs), self._sent)
+
+    def __enter__(self) -> Any:
+        self._conn.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._conn.__exit__(*exc)
+
+    async def __aenter__(self) -> Any:
+        await self._conn.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._conn.__aexit__(*exc)
+
+
+# (method, args, kwargs) for every public client method. BATCH and MESSAGE are
+# filled in from the last receive, GROUP per side (the sides share a database).
+CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("send", ("q", {"a": 1}), {}),
+    ("send", ("q", {"a": 1}), {"type": "t"}),
+    ("send", ("q", pgque.Event({"e": 1}, type="ev")), {}),
+    ("send", ("q", {"a": 1}), {"extras": ("k", None, None, None)}),
+    ("send_batch", ("q", "t", [{"b": 1}, {"b": 2}]), {}),
+    ("subscribe", ("q", "c2"), {}),
+    ("unsubscribe", ("q", "c2"), {}),
+    ("force_next_tick", ("q",), {}),
+    ("ticker", ("q",), {}),
+    ("force_tick", ("q",), {}),
+    ("ticker_all", (), {}),
+    ("receive", ("q", "c", 2), {}),
+    ("receive_rest", ("BATCH", 0), {}),
+    ("nack", ("BATCH", "MESSAGE"), {"retry_after": 0, "reason": "r"}),
+    ("ack", ("BATCH",), {}),
+    ("subscribe_subconsumer", ("q", "GROUP", "s"), {}),
+    ("receive_coop", ("q", "GROUP", "s"), {"max_messages": 5, "dead_interval": "1 hour"}),
+    ("touch_subconsumer", ("q", "GROUP", "s"), {}),
+    ("unsubscribe_subconsumer", ("q", "GROUP", "s"), {"batch_handling": 1}),
+    ("health", (), {}),
+]
+
+
+def _fill(args: Iterable[Any], last: list[pgque.Message], group: str) -> tuple[Any, ...]:
+    values = {"GROUP": group}
+    if last:
+        values |= {"BATCH": last[0].batch_id, "MESSAGE": last[0]}
+    return tuple(values.get(a, a) if isinstance(a, str) else a for a in args)
+
+
+def _public_methods(cls: type) -> set[str]:
+    return {n for n, v in vars(cls).items() if not n.startswith("_") and callable(v)}
+
+
+def test_the_call_list_covers_every_client_method() -> None:
+    assert {c[0] for c in CLIENT_CALLS} == _public_methods(pgque.PgqueClient) - {"close"}
+
+
+def test_clients_send_the_same_sql(db: str, conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+    one(conn, "select pgque.subscribe('q', 'c')")
+    sync_sent: list[str] = []
+    with psycopg.connect(db, autocommit=True) as raw:
+        client = pgque.PgqueClient(Recorder(raw, sync_sent))  # type: ignore[arg-type]
+        last: list[pgque.Message] = []
+        for name, args, kwargs in CLIENT_CALLS:
+            result = getattr(client, name)(*_fill(args, last, "g_sync"), **kwargs)
+            if name == "receive":
+                last = result
+    assert last, "the scenario must receive something"
+
+    async def run_async() -> list[str]:
+        sent: list[str] = []
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as raw:
+            client = pgque.AsyncPgqueClient(Recorder(raw, sent))  # type: ignore[arg-type]
+            last: list[pgque.Message] = []
+            for name, args, kwargs in CLIENT_CALLS:
+                result = await getattr(client, name)(*_fill(args, last, "g_async"), **kwargs)
+                if name == "receive":
+                    last = result
+        return sent
+
+    assert asyncio.run(run_async()) == sync_sent
+
+
+def test_producers_send_the_same_sql(db: str, conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "q")
+
+    def scenario_sync(producer: pgque.Producer, c: Any) -> None:
+        producer.send("q", {"a": 1}, conn=c)
+        producer.send("q", {"a": 1}, type="t", extras=("k", None, None, None), conn=c)
+        producer.send_batch("q", [1, 2], conn=c)
+        producer.send_batch("q", [1, 2], types=["x", None], extras=[None, ("e", None, None, None)],
+                            conn=c)  # fmt: skip
+        producer.send_at("q", 1, delay=timedelta(seconds=5), conn=c)
+        with producer.batch("q", conn=c) as batch:
+            batch.send(1, type="b")
+
+    sync_sent: list[str] = []
+    with psycopg.connect(db, autocommit=True) as raw, pgque.Producer(db) as producer:
+        scenario_sync(producer, Recorder(raw, sync_sent))
+
+    async def run_async() -> list[str]:
+        sent: list[str] = []
+        async with (
+            await psycopg.AsyncConnection.connect(db, autocommit=True) as raw,
+            pgque.AsyncProducer(db) as producer,
+        ):
+            c: Any = Recorder(raw, sent)
+            await producer.send("q", {"a": 1}, conn=c)
+            await producer.send("q", {"a": 1}, type="t", extras=("k", None, None, None), conn=c)
+            await producer.send_batch("q", [1, 2], conn=c)
+            await producer.send_batch(
+                "q", [1, 2], types=["x", None], extras=[None, ("e", None, None, None)], conn=c
+            )
+            await producer.send_at("q", 1, delay=timedelta(seconds=5), conn=c)
+            async with producer.batch("q", conn=c) as batch:
+                batch.send(1, type="b")
+        return sent
+
+    assert len(sync_sent) == 6
+    assert asyncio.run(run_async()) == sync_sent

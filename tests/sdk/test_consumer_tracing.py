@@ -1,0 +1,76 @@
+"""A trace from the producer's span through the consumer's receive and process spans."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import pgque
+from _engine import one
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Spans of this test, through the global SDK provider (installed once per process)."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    provider.add_span_processor(processor)
+    yield exporter
+    processor.shutdown()
+
+
+def test_process_span_continues_the_producer_trace(
+    db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("checkout") as parent, pgque.connect(db) as client:
+        client.send("q", {"order": 1})
+        client.conn.commit()
+    one(conn, "select pgque.force_next_tick('q')")
+    one(conn, "select pgque.ticker('q')")
+
+    consumer = pgque.Consumer(db, queue="q", name="c", poll_interval=0.2, ticker=False)
+    handled = threading.Event()
+    consumer.on("*")(lambda msg: handled.set())
+    thread = threading.Thread(target=consumer.start, daemon=True)
+    thread.start()
+    assert handled.wait(10)
+    deadline = time.monotonic() + 5
+    while not any(s.name == "ack q" for s in spans.get_finished_spans()):
+        assert time.monotonic() < deadline, "no ack span"
+        time.sleep(0.02)
+    consumer.stop()
+    thread.join(5)
+
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    trace_id = parent.get_span_context().trace_id
+    process = by_name["process q"]
+    assert process.kind == trace.SpanKind.CONSUMER
+    assert process.context.trace_id == trace_id
+    assert (
+        process.parent is not None and process.parent.span_id == parent.get_span_context().span_id
+    )
+    assert process.attributes["messaging.system"] == "pgque"
+    assert process.attributes["messaging.destination.name"] == "q"
+    (receive,) = [  # the poll that got the message (empty polls make spans too)
+        s for s in spans.get_finished_spans()
+        if s.name == "receive q" and "messaging.batch.message_count" in (s.attributes or {})
+    ]  # fmt: skip
+    assert receive.kind == trace.SpanKind.CLIENT
+    assert receive.attributes["messaging.batch.message_count"] == 1
+    assert [link.context.trace_id for link in receive.links] == [trace_id]
+    assert by_name["ack q"].attributes["messaging.operation.type"] == "settle"
