@@ -40,7 +40,8 @@ def _encode_json(payload: Any) -> str:
     if isinstance(payload, str):
         # A str is JSON text already, as in upstream pgque-py: '"x"', '42', '{}'.
         return payload
-    return json.dumps(payload)
+    # NaN and Infinity are not JSON: refuse them here, not at the server.
+    return json.dumps(payload, allow_nan=False)
 
 
 def _encode_raw(payload: Any) -> str:
