@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import psycopg
 from opentelemetry import trace
 from psycopg import sql
+from psycopg_pool import ConnectionPool
 
 from pgque import tracing
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, lanes
@@ -76,7 +77,9 @@ class Consumer:
     ``subscribe`` first (in cooperative mode ``receive_coop`` registers).
 
     Args:
-        dsn: Connection string, used as given.
+        dsn: Connection string, used as given; or a ``psycopg_pool.ConnectionPool``
+            to take the batch connection from (a pooled connection never
+            listens: give ``listen_dsn`` for NOTIFY wakeups, else it polls).
         queue: The queue to consume.
         name: The consumer (subscription) name.
         poll_interval: Longest wait between polls without a NOTIFY, in
@@ -119,7 +122,7 @@ class Consumer:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | ConnectionPool[Any],
         *,
         queue: str,
         name: str,
@@ -164,6 +167,9 @@ class Consumer:
                 f"retry_backoff must be (base, cap) with 0 <= base <= cap, got {retry_backoff}"
             )
         self.dsn = dsn
+        self._pool_source = dsn if isinstance(dsn, ConnectionPool) else None
+        if self._pool_source is not None and listen_dsn is None:
+            listen = False  # a pooled connection never listens
         self.queue = queue
         self.name = name
         self.poll_interval = poll_interval
@@ -288,7 +294,7 @@ class Consumer:
 
     def _session(self) -> None:
         """One connection (and listener): poll, dispatch, wait, until stopped or an error."""
-        with psycopg.connect(self.dsn, autocommit=True) as conn, self._listener() as listener:
+        with self._connection() as conn, self._listener() as listener:
             while not self._stop.is_set():
                 processed = self._poll_once(conn)
                 if processed:
@@ -560,13 +566,32 @@ class Consumer:
         if not self.listen:
             yield None
             return
-        with psycopg.connect(self.listen_dsn or self.dsn, autocommit=True) as listener:
+        dsn = self.listen_dsn or self.dsn
+        assert isinstance(dsn, str)
+        with psycopg.connect(dsn, autocommit=True) as listener:
             listener.execute(sql.SQL("listen {}").format(sql.Identifier(f"pgque_{self.queue}")))
             self.listening = True
             try:
                 yield listener
             finally:
                 self.listening = False
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """The batch connection: a new one from the DSN, or one borrowed from the pool."""
+        if self._pool_source is None:
+            assert isinstance(self.dsn, str)
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                yield conn
+            return
+        with self._pool_source.connection() as conn:
+            autocommit = conn.autocommit
+            conn.autocommit = True  # transactions are explicit: conn.transaction()
+            try:
+                yield conn
+            finally:
+                if not conn.closed:
+                    conn.autocommit = autocommit
 
     def _wait_for_work(self, listener: psycopg.Connection[Any] | None) -> None:
         """Return on a NOTIFY, after ``poll_interval``, or soon after :meth:`stop`."""
@@ -634,7 +659,13 @@ class Consumer:
             return
         from pgque.ticker import Ticker
 
-        ticker = Ticker(self.dsn).start()
+        dsn = self.dsn if isinstance(self.dsn, str) else self.listen_dsn
+        if dsn is None:
+            self._log.warning("consumer %s: no DSN for the ticker (pool without listen_dsn)",
+                              self.name)  # fmt: skip
+            yield
+            return
+        ticker = Ticker(dsn).start()
         try:
             yield
         finally:
@@ -644,7 +675,7 @@ class Consumer:
         if self.ticker is True or self.ticker is False:
             return self.ticker
         try:
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
+            with self._connection() as conn:
                 row = conn.execute(query("scheduler")).fetchone()
         except psycopg.Error as exc:
             self._log.warning(

@@ -77,12 +77,11 @@ class MultiQueueConsumer:
 
     def _session(self) -> None:
         first = self._first
-        with psycopg.connect(first.dsn, autocommit=True) as conn, contextlib.ExitStack() as stack:
+        with first._connection() as conn, contextlib.ExitStack() as stack:
             listener = None
-            if first.listen:
-                listener = stack.enter_context(
-                    psycopg.connect(first.listen_dsn or first.dsn, autocommit=True)
-                )
+            listen_dsn = first.listen_dsn or first.dsn
+            if first.listen and isinstance(listen_dsn, str):
+                listener = stack.enter_context(psycopg.connect(listen_dsn, autocommit=True))
                 for consumer in self.consumers:
                     listener.execute(
                         sql.SQL("listen {}").format(sql.Identifier(f"pgque_{consumer.queue}"))

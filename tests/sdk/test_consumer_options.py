@@ -315,3 +315,22 @@ def test_multi_queue_consumer_drains_high_priority_first(
     multi.stop()
     thread.join(5)
     assert order == ["high"] * 3 + ["low"] * 3
+
+
+def test_consumer_takes_a_pool(db: str, conn: psycopg.Connection[Any], queue: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(db, min_size=1, max_size=2, open=True) as pool:
+        consumer = pgque.Consumer(pool, queue="q", name="c", poll_interval=0.2, ticker=False)
+        assert consumer.listen is False  # a pooled connection never listens
+        got: list[int] = []
+        consumer.on("*")(lambda msg: got.append(msg.msg_id))
+        one(conn, "select pgque.send('q', '{}'::jsonb)")
+        tick(conn)
+        thread = threading.Thread(target=consumer.start, daemon=True)
+        thread.start()
+        wait_for(lambda: got != [] and batch_done(conn))
+        consumer.stop()
+        thread.join(5)
+        with pool.connection() as borrowed:
+            assert borrowed.autocommit is False  # given back as it was lent
