@@ -162,3 +162,6 @@ select pgque.version()::text
 
 -- name: queue_health
 select queue_name, check_name, status, detail from pgque.queue_health()
+
+-- name: otel_metrics
+select metric_name, value, labels from pgque.otel_metrics()
