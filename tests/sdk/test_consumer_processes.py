@@ -1,0 +1,111 @@
+"""Consumers as real processes: killed mid-batch, two of one name, signals."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from _engine import one
+
+SCRIPT = Path(__file__).with_name("consumer_process.py")
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("condition not met before the deadline")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], Path]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(dsn: str, sleep: float, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
+        log = tmp_path / f"log{len(procs)}"
+        log.touch()
+        env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), dsn, str(log), str(sleep), *extra], env=env
+        )
+        procs.append(proc)
+        return proc, log
+
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def lines(log: Path) -> list[str]:
+    return log.read_text().splitlines()
+
+
+def send_and_tick(conn: psycopg.Connection[Any], n: int) -> None:
+    for i in range(n):
+        one(conn, "select pgque.send('q', %s::jsonb)", str(i))
+    one(conn, "select pgque.force_next_tick('q')")
+    one(conn, "select pgque.ticker('q')")
+
+
+def test_sigkilled_consumer_gets_its_batch_again(
+    db: str, conn: psycopg.Connection[Any], queue: str, spawn: Any
+) -> None:
+    send_and_tick(conn, 2)
+    proc, log = spawn(db, 30)
+    wait_for(lambda: len(lines(log)) >= 1)  # its handler is busy with the first message
+    first = lines(log)[0]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    # The server rolls the batch back when the connection goes.
+    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"))
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 1
+    _, log2 = spawn(db, 0)
+    wait_for(lambda: len([x for x in lines(log2) if x.startswith("done")]) == 2)
+    assert lines(log2)[0] == first  # the same message first, in a new process
+    wait_for(lambda: one(conn, "select sub_last_tick from pgque.subscription") == 2)
+
+
+def test_two_processes_of_one_name_never_share_a_batch(
+    db: str, conn: psycopg.Connection[Any], queue: str, spawn: Any
+) -> None:
+    (_, log_a), (_, log_b) = spawn(db, 0.05), spawn(db, 0.05)
+    for _ in range(10):
+        send_and_tick(conn, 2)
+    wait_for(lambda: one(conn, "select sub_last_tick from pgque.subscription") == 11, 40)
+    done = [x for x in lines(log_a) + lines(log_b) if x.startswith("done")]
+    assert len(done) == len(set(done)) == 20
+
+
+def test_signals_drain_then_roll_back(
+    db: str, conn: psycopg.Connection[Any], queue: str, spawn: Any
+) -> None:
+    send_and_tick(conn, 3)
+    proc, log = spawn(db, 1.0)
+    wait_for(lambda: len(lines(log)) >= 1)
+    proc.send_signal(signal.SIGTERM)  # first: finish the batch, then stop
+    assert proc.wait(20) == 0
+    assert len([x for x in lines(log) if x.startswith("done")]) == 3
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 2
+
+    send_and_tick(conn, 3)
+    proc, log = spawn(db, 5.0)
+    wait_for(lambda: len(lines(log)) >= 1)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)  # two signals sent at once would merge into one in the kernel
+    proc.send_signal(signal.SIGTERM)  # second: roll back at the next message
+    assert proc.wait(20) == 0
+    assert len([x for x in lines(log) if x.startswith("done")]) == 1
+    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"))
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 2  # redelivered later
