@@ -2505,10 +2505,13 @@ begin
     -- Ids in input order, then one INSERT ... SELECT for the whole batch.
     v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
                      from pg_catalog.generate_series(1, n));
+    -- One multi-array unnest walks the parallel arrays together (a NULL array
+    -- reads as all NULL); subscripting text arrays row by row would be quadratic.
+    -- (The multi-array form exists only unqualified; search_path is pinned.)
     execute 'insert into ' || pgque.quote_fqname(q.queue_data_pfx || '_' || q.queue_cur_table)
          || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' select $1[k], now(), coalesce($2[k], $3), p, $4[k], $5[k], $6[k], $7[k]'
-         || ' from pg_catalog.unnest($8) with ordinality as b(p, k)'
+         || ' select id, now(), coalesce(t, $3), p, e1, e2, e3, e4'
+         || ' from unnest($1, $8, $2, $4, $5, $6, $7) as b(id, p, t, e1, e2, e3, e4)'
       using v_ids, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4, i_payloads;
     return v_ids;
 end
