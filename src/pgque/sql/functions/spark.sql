@@ -1,1 +1,577 @@
--- Spark connector support: written with the Spark work.
+-- Spark connector support: tick-range reads for the streaming and batch
+-- source, consumer positioning, and the staging tables of the sinks.
+--
+-- Spark's offsets are tick ids. A micro-batch reads the events between two
+-- ticks of a queue under the engine's snapshot rule (visible in the end
+-- tick's snapshot, not in the start tick's), split into N disjoint
+-- partitions by ev_id % N. Retry copies (ev_owner set) belong to the
+-- consumer that nacked them and are never part of a tick range. The query's
+-- consumer only pins retention: Spark's checkpoint decides what was read.
+--
+-- Sinks: every Spark task stages its rows under the write's id and its own
+-- stage id (spark_stage); the driver publishes the stages its tasks reported
+-- into the queue, set-based and in one transaction (spark_publish), and a
+-- streaming query records (query id, batch id) in the same transaction, so a
+-- replayed micro-batch publishes nothing. Abort and failed tasks leave
+-- nothing behind but staged rows, removed by write id (spark_discard).
+
+-- Rows staged by Spark tasks, published or discarded by the driver. Unlogged:
+-- after a crash the table is empty, and spark_publish refuses a write whose
+-- staged row counts do not match what its tasks reported.
+create unlogged table if not exists pgque.spark_staging (
+    write_id   text not null,
+    stage_id   text not null,
+    seq        bigint not null,
+    ev_type    text,
+    ev_data    text not null,
+    ev_extra1  text,
+    ev_extra2  text,
+    ev_extra3  text,
+    ev_extra4  text,
+    staged_at  timestamptz not null default now()
+);
+create index if not exists spark_staging_stage_idx
+    on pgque.spark_staging (write_id, stage_id, seq);
+
+-- Micro-batches a streaming sink has published: one row per (query, batch).
+create table if not exists pgque.spark_commits (
+    query_id      text not null,
+    batch_id      bigint not null,
+    queue_name    text not null,
+    events        bigint not null,
+    committed_at  timestamptz not null default now(),
+    primary key (query_id, batch_id)
+);
+
+-- Internal: the SQL selecting the events between snapshots i_s1 and i_s2 of
+-- queue q whose ev_id % i_nparts = i_part, without retry copies. Same
+-- membership split as batch_event_sql (a range part checked against both
+-- snapshots, plus an exact list of txids running at s1 and finished by s2)
+-- and the same table choice (_batch_tables).
+create or replace function pgque._spark_range_sql(
+    q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_part integer, i_nparts integer)
+returns text
+language plpgsql stable
+as $$
+declare
+    v_lower bigint := pg_catalog.pg_snapshot_xmax(i_s1)::text::bigint;
+    v_xid bigint;
+    v_in_list bigint[] := '{}';
+    v_filter text := ' and ev_owner is null';
+    v_parts text[] := '{}';
+    v_table text;
+    v_columns constant text :=
+        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+begin
+    if i_nparts > 1 then
+        v_filter := v_filter || pg_catalog.format(' and ev_id %% %s = %s', i_nparts, i_part);
+    end if;
+    -- Txids running at s1 and finished by s2; those just below the range's
+    -- lower bound widen the range instead of lengthening the list.
+    for v_xid in
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s1) x
+        except
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s2) x
+        order by 1 desc
+    loop
+        if v_xid >= v_lower - 100 then
+            v_lower := v_xid;
+        else
+            v_in_list := v_in_list || v_xid;
+        end if;
+    end loop;
+
+    foreach v_table in array pgque._batch_tables(q, i_s1, i_s2) loop
+        v_parts := v_parts || pg_catalog.format(
+            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
+            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
+            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
+            v_columns, pgque.quote_fqname(v_table), v_lower,
+            pg_catalog.pg_snapshot_xmax(i_s2), i_s2, i_s1, v_filter);
+        if pg_catalog.cardinality(v_in_list) > 0 then
+            v_parts := v_parts || pg_catalog.format(
+                'select %s from %s where ev_txid = any (%L::xid8[])%s',
+                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
+        end if;
+    end loop;
+    return pg_catalog.array_to_string(v_parts, ' union all ');
+end
+$$;
+comment on function pgque._spark_range_sql(pgque.queue, pg_snapshot, pg_snapshot, integer, integer) is
+    'Internal: the SQL selecting one ev_id % N partition of the events between two tick snapshots, without retry copies.';
+
+-- Internal: the queue row, or an error naming the queue.
+create or replace function pgque._spark_queue(i_queue_name text)
+returns pgque.queue
+language plpgsql stable
+as $$
+declare
+    q pgque.queue;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', coalesce(i_queue_name, 'NULL')
+            using detail = 'pgque:queue_not_found';
+    end if;
+    return q;
+end
+$$;
+comment on function pgque._spark_queue(text) is
+    'Internal: the queue row of a Spark call, or a queue_not_found error.';
+
+-- Internal: the error for a tick of queue q that does not exist, saying
+-- whether rotation removed it or it was never made.
+create or replace function pgque._spark_missing_tick(q pgque.queue, i_tick bigint)
+returns void
+language plpgsql stable
+as $$
+declare
+    v_oldest bigint;
+    v_latest bigint;
+begin
+    select min(tick_id), max(tick_id) into v_oldest, v_latest
+      from pgque.tick where tick_queue = q.queue_id;
+    if v_oldest is not null and i_tick < v_oldest then
+        raise exception 'queue %: tick % was rotated away (oldest retained tick is %); the events after it are no longer complete',
+            q.queue_name, i_tick, v_oldest
+            using detail = 'pgque:tick_not_found',
+                  hint = 'The Spark checkpoint (or the asked start) is older than the queue retains: restart the query from a new checkpoint, with startingPosition consumer or latest.';
+    end if;
+    raise exception 'queue %: tick % does not exist (latest tick is %)',
+        q.queue_name, i_tick, coalesce(v_latest::text, 'none')
+        using detail = 'pgque:tick_not_found',
+              hint = 'Is the checkpoint from another database, or was the queue dropped and created again?';
+end
+$$;
+comment on function pgque._spark_missing_tick(pgque.queue, bigint) is
+    'Internal: raises the error for a missing tick of a queue: rotated away, or never made.';
+
+create or replace function pgque.spark_range_sql(
+    i_queue_name text, i_from_tick bigint, i_to_tick bigint,
+    i_part integer default 0, i_nparts integer default 1)
+returns text
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue;
+    v_s1 pg_snapshot;
+    v_s2 pg_snapshot;
+begin
+    if i_from_tick is null or i_to_tick is null then
+        raise exception 'spark_range_sql: the ticks must not be NULL'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_from_tick > i_to_tick then
+        raise exception 'spark_range_sql: start tick % is after end tick %', i_from_tick, i_to_tick
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_nparts is null or i_nparts < 1 or i_part is null or i_part < 0 or i_part >= i_nparts then
+        raise exception 'spark_range_sql: partition % of % is not one of 0 .. n-1 with n >= 1',
+            coalesce(i_part::text, 'NULL'), coalesce(i_nparts::text, 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    q := pgque._spark_queue(i_queue_name);
+    -- Rotation step 1 locks this row FOR UPDATE: while the caller's
+    -- transaction lasts, no event table can be truncated under its read.
+    perform 1 from pgque.queue where queue_id = q.queue_id for key share;
+    select * into q from pgque.queue where queue_id = q.queue_id;
+
+    select tick_snapshot into v_s1 from pgque.tick
+     where tick_queue = q.queue_id and tick_id = i_from_tick;
+    if not found then
+        perform pgque._spark_missing_tick(q, i_from_tick);
+    end if;
+    select tick_snapshot into v_s2 from pgque.tick
+     where tick_queue = q.queue_id and tick_id = i_to_tick;
+    if not found then
+        perform pgque._spark_missing_tick(q, i_to_tick);
+    end if;
+    if i_from_tick = i_to_tick then
+        -- An empty range: the columns, no rows.
+        return 'select ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+            || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4 from pgque.event_template where false';
+    end if;
+    return pgque._spark_range_sql(q, v_s1, v_s2, i_part, i_nparts);
+end
+$$;
+comment on function pgque.spark_range_sql(text, bigint, bigint, integer, integer) is
+    'The SQL reading partition i_part of i_nparts (ev_id % n) of the events between two ticks, without retry copies. Locks the queue against rotation until the transaction ends: run the SQL in the same transaction. Raises tick_not_found for a rotated-away tick.';
+
+create or replace function pgque.spark_read_range(
+    i_queue_name text, i_from_tick bigint, i_to_tick bigint,
+    i_part integer default 0, i_nparts integer default 1,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text,
+    out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
+returns setof record
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return query execute
+        'select * from ('
+        || pgque.spark_range_sql(i_queue_name, i_from_tick, i_to_tick, i_part, i_nparts)
+        || ') r order by ev_id';
+end
+$$;
+comment on function pgque.spark_read_range(text, bigint, bigint, integer, integer) is
+    'The events between two ticks (one ev_id % n partition of them), ordered by ev_id, without retry copies. Raises tick_not_found for a rotated-away tick.';
+
+create or replace function pgque.spark_latest_tick(
+    i_queue_name text,
+    out tick_id bigint, out tick_time timestamptz, out tick_event_seq bigint)
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue := pgque._spark_queue(i_queue_name);
+begin
+    select t.tick_id, t.tick_time, t.tick_event_seq
+      into tick_id, tick_time, tick_event_seq
+      from pgque.tick t where t.tick_queue = q.queue_id
+     order by t.tick_id desc limit 1;
+end
+$$;
+comment on function pgque.spark_latest_tick(text) is
+    'The queue''s latest tick with its time and event sequence value (all NULL without ticks); raises queue_not_found.';
+
+-- Internal: the consumer's subscription row, or an error.
+create or replace function pgque._spark_subscription(q pgque.queue, i_consumer_name text)
+returns pgque.subscription
+language plpgsql stable
+as $$
+declare
+    s pgque.subscription;
+begin
+    select sub.* into s
+      from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
+     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name;
+    if not found then
+        raise exception 'consumer % is not subscribed to queue % (unregistered while the Spark query ran?)',
+            coalesce(i_consumer_name, 'NULL'), q.queue_name
+            using detail = 'pgque:consumer_not_found',
+                  hint = 'Rotation may have removed events the query still needs; restart it from a new checkpoint.';
+    end if;
+    if s.sub_role <> 'normal' then
+        raise exception 'consumer % on queue % is a cooperative consumer; a Spark query needs a consumer of its own',
+            i_consumer_name, q.queue_name using detail = 'pgque:cooperative_consumer';
+    end if;
+    return s;
+end
+$$;
+comment on function pgque._spark_subscription(pgque.queue, text) is
+    'Internal: the subscription of a Spark query''s consumer, or consumer_not_found.';
+
+create or replace function pgque.spark_start_tick(
+    i_queue_name text, i_consumer_name text, i_position text default 'consumer')
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue := pgque._spark_queue(i_queue_name);
+    v_tick bigint;
+begin
+    if coalesce(i_consumer_name, '') = '' then
+        raise exception 'spark_start_tick: the consumer name must not be empty'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_position is null or i_position = 'consumer' then
+        -- New: at the latest tick. Known: where it is.
+        perform pgque.register_consumer_at(i_queue_name, i_consumer_name, null);
+        return (pgque._spark_subscription(q, i_consumer_name)).sub_last_tick;
+    elsif i_position = 'latest' then
+        select tick_id into v_tick from pgque.tick
+         where tick_queue = q.queue_id order by tick_id desc limit 1;
+        if not found then
+            raise exception 'No ticks for this queue.  Please run ticker on database.'
+                using detail = 'pgque:no_ticks';
+        end if;
+    elsif i_position ~ '^[0-9]{1,18}$' then
+        v_tick := i_position::bigint;
+        perform 1 from pgque.tick where tick_queue = q.queue_id and tick_id = v_tick;
+        if not found then
+            perform pgque._spark_missing_tick(q, v_tick);
+        end if;
+    else
+        raise exception 'startingPosition must be consumer, latest or a tick id, not %', i_position
+            using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque.register_consumer_at(i_queue_name, i_consumer_name, v_tick);
+    perform pgque._spark_subscription(q, i_consumer_name);
+    return v_tick;
+end
+$$;
+comment on function pgque.spark_start_tick(text, text, text) is
+    'Start tick of a new Spark query: ''consumer'' = the consumer''s position (registered at the latest tick if new), ''latest'' = the latest tick, or a tick id; the consumer is moved there. Returns the tick.';
+
+create or replace function pgque.spark_next_tick(
+    i_queue_name text, i_consumer_name text, i_from_tick bigint,
+    i_max_tick bigint default null, i_max_ticks integer default null,
+    i_max_events bigint default null)
+returns bigint
+language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue := pgque._spark_queue(i_queue_name);
+    v_from_seq bigint;
+    v_end bigint;
+begin
+    if i_from_tick is null then
+        raise exception 'spark_next_tick: the start tick must not be NULL'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_consumer_name is not null then
+        perform pgque._spark_subscription(q, i_consumer_name);
+    end if;
+    select tick_event_seq into v_from_seq from pgque.tick
+     where tick_queue = q.queue_id and tick_id = i_from_tick;
+    if not found then
+        perform pgque._spark_missing_tick(q, i_from_tick);
+    end if;
+    -- The furthest tick within the limits; at least one tick when any is
+    -- newer (a tick range cannot be split). Event counts come from the
+    -- event sequence, an estimate.
+    select max(t.tick_id) filter (where t.n = 1 or i_max_events is null
+                                  or t.tick_event_seq - v_from_seq <= i_max_events)
+      into v_end
+      from (select tick_id, tick_event_seq, row_number() over (order by tick_id) as n
+              from pgque.tick
+             where tick_queue = q.queue_id and tick_id > i_from_tick
+               and (i_max_tick is null or tick_id <= i_max_tick)
+             order by tick_id
+             limit i_max_ticks) t;
+    return coalesce(v_end, i_from_tick);
+end
+$$;
+comment on function pgque.spark_next_tick(text, text, bigint, bigint, integer, bigint) is
+    'End tick of the next Spark micro-batch from i_from_tick: the furthest tick up to i_max_tick, within i_max_ticks ticks and about i_max_events events (at least one tick); i_from_tick when none is newer. Checks the consumer (when given) is still subscribed.';
+
+create or replace function pgque.spark_advance(
+    i_queue_name text, i_consumer_name text, i_tick bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue := pgque._spark_queue(i_queue_name);
+begin
+    if i_tick is null then
+        raise exception 'spark_advance: the tick must not be NULL'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    -- Never re-create a consumer someone removed: its events may be gone.
+    perform pgque._spark_subscription(q, i_consumer_name);
+    perform 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick;
+    if not found then
+        perform pgque._spark_missing_tick(q, i_tick);
+    end if;
+    return pgque.register_consumer_at(i_queue_name, i_consumer_name, i_tick);
+end
+$$;
+comment on function pgque.spark_advance(text, text, bigint) is
+    'Moves a Spark query''s consumer to the tick Spark has committed (register_consumer_at); raises consumer_not_found when it was unregistered. Returns 0.';
+
+create or replace function pgque.spark_stage(
+    i_write_id text, i_stage_id text, i_first_seq bigint,
+    i_types text[], i_payloads text[],
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    n integer := coalesce(pg_catalog.cardinality(i_payloads), 0);
+    v_null integer;
+begin
+    if coalesce(i_write_id, '') = '' or coalesce(i_stage_id, '') = '' or i_first_seq is null then
+        raise exception 'spark_stage: write id, stage id and first seq must be given'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if (i_types is not null and pg_catalog.cardinality(i_types) <> n)
+       or (i_extra1 is not null and pg_catalog.cardinality(i_extra1) <> n)
+       or (i_extra2 is not null and pg_catalog.cardinality(i_extra2) <> n)
+       or (i_extra3 is not null and pg_catalog.cardinality(i_extra3) <> n)
+       or (i_extra4 is not null and pg_catalog.cardinality(i_extra4) <> n) then
+        raise exception 'spark_stage: every array must have the % elements of the payloads', n
+            using detail = 'pgque:invalid_argument';
+    end if;
+    v_null := pg_catalog.array_position(i_payloads, null);
+    if v_null is not null then
+        raise exception 'spark_stage: payload % of the chunk is NULL', v_null
+            using detail = 'pgque:invalid_argument';
+    end if;
+    -- ROWS FROM over the arrays, not subscripts: subscripting a text array
+    -- walks it from the start, quadratic in the chunk size.
+    insert into pgque.spark_staging
+           (write_id, stage_id, seq, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    select i_write_id, i_stage_id, i_first_seq + b.k - 1, b.t, b.p, b.e1, b.e2, b.e3, b.e4
+      from rows from (pg_catalog.unnest(i_payloads), pg_catalog.unnest(i_types),
+                      pg_catalog.unnest(i_extra1), pg_catalog.unnest(i_extra2),
+                      pg_catalog.unnest(i_extra3), pg_catalog.unnest(i_extra4))
+           with ordinality as b(p, t, e1, e2, e3, e4, k);
+    return n;
+end
+$$;
+comment on function pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]) is
+    'Stages rows of a Spark task (parallel arrays, payloads not NULL) under its write and stage id, numbered from i_first_seq. Returns the number staged.';
+
+-- Internal: drop a write's staged rows, those of failed task attempts
+-- included; for a streaming query (write id '<query id>:<batch id>') also
+-- what earlier micro-batches of the query left (aborts see no write id when
+-- every task failed).
+create or replace function pgque._spark_drop_staged(i_write_id text, i_query_id text)
+returns void
+language plpgsql
+as $$
+begin
+    if i_query_id is null then
+        delete from pgque.spark_staging where write_id = i_write_id;
+    else
+        delete from pgque.spark_staging
+         where write_id = i_write_id
+            or (pg_catalog.left(write_id, pg_catalog.length(i_query_id) + 1) = i_query_id || ':');
+    end if;
+end
+$$;
+comment on function pgque._spark_drop_staged(text, text) is
+    'Internal: removes a Spark write''s staged rows, and for a streaming query those its earlier micro-batches left.';
+
+create or replace function pgque.spark_publish(
+    i_queue_name text, i_write_id text, i_stage_ids text[], i_counts bigint[],
+    i_query_id text default null, i_batch_id bigint default null)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_bad record;
+    v_table text;
+    v_total bigint := 0;
+begin
+    perform pgque._spark_queue(i_queue_name);
+    if coalesce(i_write_id, '') = '' then
+        raise exception 'spark_publish: the write id must be given'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if coalesce(pg_catalog.cardinality(i_stage_ids), 0)
+       <> coalesce(pg_catalog.cardinality(i_counts), 0) then
+        raise exception 'spark_publish: % stage ids but % counts',
+            coalesce(pg_catalog.cardinality(i_stage_ids), 0),
+            coalesce(pg_catalog.cardinality(i_counts), 0)
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if (i_query_id is null) <> (i_batch_id is null) then
+        raise exception 'spark_publish: query id and batch id go together'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if (select count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
+       <> coalesce(pg_catalog.cardinality(i_stage_ids), 0) then
+        raise exception 'spark_publish: a stage id is listed twice' using detail = 'pgque:invalid_argument';
+    end if;
+
+    if i_query_id is not null then
+        -- A batch published before (Spark replays the last micro-batch when
+        -- its commit log entry is missing): publish nothing, clean up.
+        insert into pgque.spark_commits (query_id, batch_id, queue_name, events)
+        values (i_query_id, i_batch_id, i_queue_name,
+                coalesce((select sum(c) from pg_catalog.unnest(i_counts) c), 0))
+        on conflict (query_id, batch_id) do nothing;
+        if not found then
+            perform pgque._spark_drop_staged(i_write_id, i_query_id);
+            return 0;
+        end if;
+        -- Keep a window of recent batches per query.
+        delete from pgque.spark_commits
+         where query_id = i_query_id and batch_id < i_batch_id - 1000;
+    end if;
+
+    -- Every reported row must be there: nothing half-sent.
+    for v_bad in
+        select e.stage_id, e.expected, coalesce(f.found, 0) as found
+          from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
+               as e(stage_id, expected)
+          left join (select s.stage_id, count(*) as found from pgque.spark_staging s
+                      where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
+                      group by s.stage_id) f on f.stage_id = e.stage_id
+         where e.expected is distinct from coalesce(f.found, 0)
+         limit 1
+    loop
+        raise exception 'spark_publish: task stage % of write % staged % rows, % are there; nothing was published',
+            v_bad.stage_id, i_write_id, v_bad.expected, v_bad.found
+            using detail = 'pgque:staging_incomplete',
+                  hint = 'The staging table is unlogged: a server crash empties it. Run the write again.';
+    end loop;
+
+    -- In task order, then row order, set-based into the table writers fill
+    -- now (current_event_table takes the txid first, as every insert does);
+    -- ev_id comes from the table's default, the queue's event sequence.
+    v_table := pgque.current_event_table(i_queue_name);
+    execute 'insert into ' || pgque.quote_fqname(v_table)
+         || ' (ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+         || ' select now(), coalesce(s.ev_type, ''default''), s.ev_data,'
+         || ' s.ev_extra1, s.ev_extra2, s.ev_extra3, s.ev_extra4'
+         || ' from pg_catalog.unnest($1) with ordinality as o(stage_id, k)'
+         || ' join pgque.spark_staging s on s.write_id = $2 and s.stage_id = o.stage_id'
+         || ' order by o.k, s.seq'
+      using i_stage_ids, i_write_id;
+    get diagnostics v_total = row_count;
+    perform pgque._spark_drop_staged(i_write_id, i_query_id);
+    return v_total;
+end
+$$;
+comment on function pgque.spark_publish(text, text, text[], bigint[], text, bigint) is
+    'Publishes the staged rows of the listed task stages (each with its expected row count) into the queue in one transaction, then drops the write''s staged rows. With a query id and batch id, a batch published before publishes nothing. Returns the number of events sent.';
+
+create or replace function pgque.spark_discard(i_write_id text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    n bigint;
+begin
+    delete from pgque.spark_staging where write_id = i_write_id;
+    get diagnostics n = row_count;
+    return n;
+end
+$$;
+comment on function pgque.spark_discard(text) is
+    'Removes every row staged under a write id (an aborted or failed Spark write). Returns how many.';
+
+create or replace function pgque.spark_cleanup(i_older_than interval default '1 day')
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    n bigint;
+begin
+    -- Left by Spark drivers that died between staging and publishing.
+    delete from pgque.spark_staging where staged_at < now() - i_older_than;
+    get diagnostics n = row_count;
+    return n;
+end
+$$;
+comment on function pgque.spark_cleanup(interval) is
+    'Removes staged Spark rows older than the interval (writes whose driver died). Returns how many.';
+
+-- Readers run Spark sources, writers Spark sinks. (grants.sql revokes PUBLIC
+-- and gives pgque_admin every public function.)
+grant execute on function
+    pgque.spark_range_sql(text, bigint, bigint, integer, integer),
+    pgque.spark_read_range(text, bigint, bigint, integer, integer),
+    pgque.spark_latest_tick(text),
+    pgque.spark_start_tick(text, text, text),
+    pgque.spark_next_tick(text, text, bigint, bigint, integer, bigint),
+    pgque.spark_advance(text, text, bigint)
+to pgque_reader;
+grant execute on function
+    pgque.spark_latest_tick(text),
+    pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]),
+    pgque.spark_publish(text, text, text[], bigint[], text, bigint),
+    pgque.spark_discard(text)
+to pgque_writer;

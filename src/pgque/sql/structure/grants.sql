@@ -83,6 +83,14 @@ to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.
 revoke all on pgque.idem from pgque_reader, pgque_admin;
+-- Staged, unpublished Spark sink rows belong to the sink's definer functions.
+do $spark$
+begin
+    if pg_catalog.to_regclass('pgque.spark_staging') is not null then
+        revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
+    end if;
+end
+$spark$;
 
 grant execute on function
     pgque.version(),
