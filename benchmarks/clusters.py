@@ -82,7 +82,7 @@ class Clusters:
         for version, server in sorted(self._servers.items()):
             with psycopg.connect(server.dsn(), autocommit=True) as conn:
                 rows = conn.execute(
-                    "select name, setting || coalesce(unit, '') from pg_settings"
+                    "select name, current_setting(name) from pg_settings"
                     " where name = any(%s) order by name",
                     (list(REPORTED_SETTINGS),),
                 ).fetchall()

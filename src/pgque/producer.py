@@ -86,8 +86,12 @@ def _check_extras(extras: object, what: str = "extras") -> Extras:
     return (extras[0], extras[1], extras[2], extras[3])
 
 
+_JSON_ENCODER = json.JSONEncoder(allow_nan=False)
+"""``json.dumps(payload, allow_nan=False)``, without building an encoder per call."""
+
+
 def _dumps(payload: Any) -> str:
-    return json.dumps(payload, allow_nan=False)
+    return _JSON_ENCODER.encode(payload)
 
 
 def _encode_json(payload: Any) -> str:
