@@ -14,7 +14,7 @@ import fnmatch
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -136,7 +136,7 @@ class Context:
 
     def interleave(
         self,
-        targets: dict[str, Measure],
+        targets: Mapping[str, Measure],
         *,
         before: Callable[[str], None] | None = None,
         runs: int | None = None,

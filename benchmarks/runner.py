@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             print_rows(ctx.rows)
             print(f"<== {name}: {durations[name]:.0f} s", flush=True)
             ctx_rows.extend(ctx.rows)
-        machine = describe(clusters.server(15).base_dir)
+        machine = describe(clusters.server(15).socket_dir)
         settings = clusters.settings()
     verdicts = evaluate(ctx_rows)
     print_targets(verdicts)
