@@ -659,13 +659,8 @@ class Consumer:
             return
         from pgque.ticker import Ticker
 
-        dsn = self.dsn if isinstance(self.dsn, str) else self.listen_dsn
-        if dsn is None:
-            self._log.warning("consumer %s: no DSN for the ticker (pool without listen_dsn)",
-                              self.name)  # fmt: skip
-            yield
-            return
-        ticker = Ticker(dsn).start()
+        # A pool lends the ticker one connection for as long as it runs.
+        ticker = Ticker(self.listen_dsn or self.dsn).start()
         try:
             yield
         finally:

@@ -28,11 +28,13 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg_pool import ConnectionPool
 
 from pgque._queries import LiteralString, query
 
@@ -59,7 +61,15 @@ class Ticker:
     """Ticks and maintains pgque from a background thread or the calling one.
 
     Args:
-        dsn: Connection string; the role needs pgque_admin.
+        source: Where the leader's connection comes from; the role needs
+            pgque_admin. A connection string (the ticker connects, and
+            reconnects after errors); a :class:`~psycopg_pool.ConnectionPool`
+            (the ticker borrows one connection for as long as it runs, in
+            autocommit mode, and borrows another after an error); or an
+            autocommit :class:`psycopg.Connection` you own (the ticker stops
+            when it breaks). The ticker holds a session-level advisory lock
+            on it: give it a pool or connection of its own, never a
+            PgBouncer transaction-mode one.
         poll_interval: Seconds between sequence polls. Defaults to 0.001.
         idle_poll_interval: Seconds between polls once no queue has moved for
             half a second. Defaults to 0.005.
@@ -74,7 +84,7 @@ class Ticker:
 
     def __init__(
         self,
-        dsn: str,
+        source: str | ConnectionPool[Any] | psycopg.Connection[Any],
         *,
         poll_interval: float = 0.001,
         idle_poll_interval: float = 0.005,
@@ -85,7 +95,16 @@ class Ticker:
     ) -> None:
         if poll_interval <= 0 or max_wait < 0 or retry_interval <= 0 or maint_interval <= 0:
             raise ValueError("Ticker intervals must be positive")
-        self.dsn = dsn
+        if isinstance(source, psycopg.Connection) and not source.autocommit:
+            raise ValueError("the Ticker needs an autocommit connection (VACUUM and its commits)")
+        if not isinstance(source, (str, ConnectionPool, psycopg.Connection)):
+            raise TypeError(
+                "source must be a connection string, a psycopg_pool.ConnectionPool"
+                f" or a psycopg.Connection, got {type(source).__name__}"
+            )
+        self.source = source
+        #: The connection string, when the ticker was given one.
+        self.dsn: str | None = source if isinstance(source, str) else None
         self.poll_interval = poll_interval
         self.idle_poll_interval = max(idle_poll_interval, poll_interval)
         self._last_activity = 0.0
@@ -117,8 +136,7 @@ class Ticker:
         delay = 0.1
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.dsn, autocommit=True) as conn:
-                    conn.execute("set synchronous_commit = off")
+                with self._connection() as conn:
                     delay = 0.1
                     self._session(conn)
             except psycopg.errors.InsufficientPrivilege as exc:
@@ -130,8 +148,31 @@ class Ticker:
                     logger.warning("ticker: lost leadership: %s", exc)
                 self.leading = False
                 logger.warning("ticker: database error, retrying in %.1fs: %s", delay, exc)
+                if isinstance(self.source, psycopg.Connection) and self.source.closed:
+                    logger.error("ticker: its connection is closed; stopping")
+                    return
                 self._stop.wait(delay)
                 delay = min(delay * 2, 30.0)
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """The leader's connection, ``synchronous_commit`` off while the ticker has it."""
+        if isinstance(self.source, str):
+            with psycopg.connect(self.source, autocommit=True) as conn:
+                conn.execute("set synchronous_commit = off")
+                yield conn
+            return
+        if isinstance(self.source, psycopg.Connection):
+            yield from _borrowed(self.source)
+            return
+        with self.source.connection() as conn:
+            autocommit = conn.autocommit
+            conn.autocommit = True
+            try:
+                yield from _borrowed(conn)
+            finally:
+                if not conn.closed:
+                    conn.autocommit = autocommit
 
     # -- one connection ------------------------------------------------------
 
@@ -204,6 +245,18 @@ class Ticker:
                 except psycopg.errors.InsufficientPrivilege:
                     logger.debug("ticker: may not vacuum %s", table)
             due.maint = now + self.maint_interval
+
+
+def _borrowed(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """Lend a connection someone else owns, restoring its ``synchronous_commit`` after."""
+    previous = _value(conn, "select current_setting('synchronous_commit')")
+    conn.execute("set synchronous_commit = off")
+    try:
+        yield conn
+    finally:
+        if not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("select set_config('synchronous_commit', %s, false)", (previous,))
 
 
 def _value(conn: psycopg.Connection[Any], statement: LiteralString, params: Any = None) -> Any:

@@ -139,3 +139,45 @@ def test_eager_tick_sees_a_new_queues_first_event(
     assert ticked == last + 1
     assert one(conn, "select pgque.ticker_eager('q', '0')") == ticked  # covered now
     assert len(rows(conn, "select * from pgque.receive('q', 'c')")) == 1
+
+
+def test_ticker_from_a_pool_borrows_one_connection_and_gives_it_back(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(db, min_size=1, max_size=1, open=True) as pool:
+        with pool.connection() as pooled:  # a session setting of the pool's own
+            pooled.execute("set synchronous_commit = local")
+        ticker = pgque.Ticker(pool).start()
+        tickers.append(ticker)
+        wait_for(lambda: ticker.leading)
+        assert pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"] == 1
+        one(conn, "select pgque.send('q', '{\"n\": 1}'::jsonb)")
+        wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+        ticker.stop()
+        assert not ticker.leading
+        with pool.connection() as pooled:  # back in the pool, in its own mode, lock released
+            assert pooled.autocommit is False
+            assert pooled.execute("show synchronous_commit").fetchone() == ("local",)
+        assert one(conn, "select count(*) from pg_locks where locktype = 'advisory'"
+                         " and objid = (pgque.ticker_lock_key() & 4294967295)::oid") == 0  # fmt: skip
+
+
+def test_ticker_on_a_given_connection(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    with psycopg.connect(db) as not_autocommit:
+        with pytest.raises(ValueError, match="autocommit"):
+            pgque.Ticker(not_autocommit)
+    own = psycopg.connect(db, autocommit=True)
+    ticker = pgque.Ticker(own).start()
+    tickers.append(ticker)
+    wait_for(lambda: ticker.leading)
+    one(conn, "select pgque.send('q', '{\"n\": 1}'::jsonb)")
+    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+    own.close()  # the owner closes it: the ticker stops instead of reconnecting
+    wait_for(lambda: ticker._thread is not None and not ticker._thread.is_alive())
+    assert not ticker.leading
+    with pytest.raises(TypeError, match="source must be"):
+        pgque.Ticker(42)  # type: ignore[arg-type]
