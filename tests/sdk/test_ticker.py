@@ -160,16 +160,16 @@ def test_ticker_from_a_pool_borrows_one_connection_and_gives_it_back(
         with pool.connection() as pooled:  # back in the pool, in its own mode, lock released
             assert pooled.autocommit is False
             assert pooled.execute("show synchronous_commit").fetchone() == ("local",)
-        assert one(conn, "select count(*) from pg_locks where locktype = 'advisory'"
-                         " and objid = (pgque.ticker_lock_key() & 4294967295)::oid") == 0  # fmt: skip
+        held = one(conn, "select count(*) from pg_locks where locktype = 'advisory'"
+                         " and objid = (pgque.ticker_lock_key() & 4294967295)::oid")  # fmt: skip
+        assert held == 0
 
 
 def test_ticker_on_a_given_connection(
     db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
 ) -> None:
-    with psycopg.connect(db) as not_autocommit:
-        with pytest.raises(ValueError, match="autocommit"):
-            pgque.Ticker(not_autocommit)
+    with psycopg.connect(db) as not_autocommit, pytest.raises(ValueError, match="autocommit"):
+        pgque.Ticker(not_autocommit)
     own = psycopg.connect(db, autocommit=True)
     ticker = pgque.Ticker(own).start()
     tickers.append(ticker)
