@@ -14,9 +14,11 @@ connection goes. The leader
 * moves due retries and delayed messages about every second;
 * runs ``pgque.maint()`` and VACUUMs ``maint_tables_to_vacuum()`` about
   every 30 seconds, each as its own statement;
-* ticks at most every ``tick_period_ms`` while the oldest running
-  transaction has not moved for 5 seconds (a held xmin), so tick rows do not
-  pile up where VACUUM cannot remove them.
+* ticks at most every ``tick_period_ms`` while the database's xmin horizon
+  (``pgque.xmin_horizon()``: sessions, read-only snapshots included,
+  prepared transactions, replication slots) has not moved for
+  ``held_xmin_after`` (0.25 s), so batches, and the subscription row
+  versions each one leaves, do not pile up where VACUUM cannot remove them.
 
 Ticks commit with ``synchronous_commit = off``: a later synchronous commit
 flushes them, and a lost tick is only retaken.
@@ -40,6 +42,9 @@ from pgque._queries import LiteralString, query
 
 __all__ = ["Ticker"]
 
+_XMIN_CHECK_INTERVAL = 0.05
+"""Seconds between reads of the xmin horizon while leading."""
+
 logger = logging.getLogger("pgque.ticker")
 
 
@@ -51,6 +56,7 @@ class _Schedule:
     retries: float = 0.0
     maint: float = 0.0
     xmin_check: float = 0.0
+    period_check: float = 0.0
     standby: float = 0.0
     period: float = 0.1
     xmin: str | None = None
@@ -78,8 +84,11 @@ class Ticker:
         retry_interval: Seconds between retry and delayed-delivery moves.
             Defaults to 1.
         maint_interval: Seconds between ``maint()`` + VACUUM rounds. Defaults to 30.
-        held_xmin_after: Seconds without xmin progress after which ticking
-            slows to ``tick_period_ms``. Defaults to 5.
+        held_xmin_after: Seconds the database's xmin horizon
+            (``pgque.xmin_horizon()``) may stay put before ticking slows to
+            ``tick_period_ms``. Defaults to 0.25: each eager tick adds two
+            row versions to ``pgque.subscription`` per consumer, which VACUUM
+            cannot remove while the horizon is held.
     """
 
     def __init__(
@@ -91,7 +100,7 @@ class Ticker:
         max_wait: float = 0.005,
         retry_interval: float = 1.0,
         maint_interval: float = 30.0,
-        held_xmin_after: float = 5.0,
+        held_xmin_after: float = 0.25,
     ) -> None:
         if poll_interval <= 0 or max_wait < 0 or retry_interval <= 0 or maint_interval <= 0:
             raise ValueError("Ticker intervals must be positive")
@@ -210,7 +219,7 @@ class Ticker:
         pending: set[str],
         now: float,
     ) -> None:
-        held = now - due.xmin_since >= self.held_xmin_after
+        held = due.xmin is not None and now - due.xmin_since >= self.held_xmin_after
         if not held:
             for name, value in conn.execute(query("ticker_sequences")).fetchall():
                 if seen.get(name) != value:
@@ -229,8 +238,10 @@ class Ticker:
             xmin = _value(conn, query("ticker_xmin"))
             if xmin != due.xmin:
                 due.xmin, due.xmin_since = xmin, now
+            due.xmin_check = now + _XMIN_CHECK_INTERVAL
+        if now >= due.period_check:
             due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
-            due.xmin_check = now + 1.0
+            due.period_check = now + 1.0
         if now >= due.retries:
             while _value(conn, query("maint_retry_events")):
                 pass

@@ -91,15 +91,41 @@ def test_one_leader_and_handover(
     assert first.leading != second.leading
 
 
+def hold_horizon(holder: psycopg.Connection[Any], how: str) -> None:
+    """Hold the xmin horizon: with a transaction id, or a read-only snapshot only."""
+    if how == "xid":
+        one(holder, "select pg_current_xact_id()")
+    else:
+        holder.execute("set transaction isolation level repeatable read")
+        one(holder, "select 1")
+
+
+@pytest.mark.parametrize("how", ["xid", "snapshot"])
+def test_xmin_horizon_names_the_holder(
+    connect: Any, conn: psycopg.Connection[Any], how: str
+) -> None:
+    assert one(conn, "select pgque.xmin_horizon()") is None  # idle sessions hold nothing
+    holder = connect(autocommit=False)
+    hold_horizon(holder, how)
+    pid = holder.info.backend_pid
+    held = one(conn, "select coalesce(backend_xid, backend_xmin)::text from pg_stat_activity"
+                     " where pid = %s", pid)  # fmt: skip
+    assert held is not None
+    assert one(conn, "select pgque.xmin_horizon()") == held
+    holder.rollback()
+    assert one(conn, "select pgque.xmin_horizon()") is None
+
+
+@pytest.mark.parametrize("how", ["xid", "snapshot"])
 def test_held_xmin_slows_ticking(
     db: str, connect: Any, conn: psycopg.Connection[Any], plain_queue: str,
-    tickers: list[pgque.Ticker],
+    tickers: list[pgque.Ticker], how: str,
 ) -> None:  # fmt: skip
     holder = connect(autocommit=False)
-    one(holder, "select pg_current_xact_id()")
+    hold_horizon(holder, how)
     ticker = start(tickers, db, held_xmin_after=0.3)
     wait_for(lambda: ticker.leading)
-    time.sleep(1.5)  # past held_xmin_after with the xmin pinned
+    time.sleep(1.0)  # past held_xmin_after with the horizon pinned
     before = one(conn, "select count(*) from pgque.tick")
     for _ in range(20):
         one(conn, "select pgque.send('q', '{}'::jsonb)")
@@ -108,6 +134,11 @@ def test_held_xmin_slows_ticking(
     # Eager ticking would tick about once per send; held, it ticks by ticker() only.
     assert after - before <= 3
     holder.rollback()
+    # Released: eager again, a send is delivered far below the queue's 3 s max lag.
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    sent = time.monotonic()
+    wait_for(lambda: one(conn, "select count(*) from pgque.tick") > after, timeout=5)
+    assert time.monotonic() - sent < 2.5
 
 
 def test_consumer_auto_ticker(db: str, conn: psycopg.Connection[Any], plain_queue: str) -> None:

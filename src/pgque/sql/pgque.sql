@@ -4005,6 +4005,40 @@ $$;
 comment on function pgque.ticker_lock_key() is
     'The per-database advisory lock every pgque ticker holds while it ticks: take it with pg_try_advisory_lock(pgque.ticker_lock_key()) and idle while another session has it.';
 
+create or replace function pgque.xmin_horizon()
+returns text
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    -- What holds this database's VACUUM horizon back, oldest first: other
+    -- sessions' snapshots and transaction ids (read-only snapshots have no
+    -- txid, so pg_current_snapshot() alone misses them), prepared
+    -- transactions and replication slots. VACUUM's own snapshot holds
+    -- nothing back and is skipped. Definer rights: other roles' backend_xmin
+    -- is visible only to pg_read_all_stats.
+    select x::text
+      from (select a.backend_xmin as x from pg_catalog.pg_stat_activity a
+             where a.datname = pg_catalog.current_database()
+               and a.pid <> pg_catalog.pg_backend_pid()
+               and a.backend_type <> 'autovacuum worker'
+            union all
+            select a.backend_xid from pg_catalog.pg_stat_activity a
+             where a.datname = pg_catalog.current_database()
+               and a.pid <> pg_catalog.pg_backend_pid()
+               and a.backend_type <> 'autovacuum worker'
+            union all
+            select p.transaction from pg_catalog.pg_prepared_xacts p
+             where p.database = pg_catalog.current_database()
+            union all
+            select r.xmin from pg_catalog.pg_replication_slots r
+             where r.database is null or r.database = pg_catalog.current_database()) h
+     where x is not null
+     order by pg_catalog.age(x) desc
+     limit 1
+$$;
+comment on function pgque.xmin_horizon() is
+    'The oldest transaction id holding back VACUUM in this database (sessions, prepared transactions, replication slots), as text; NULL when nothing does. The SDK ticker slows down while it does not move.';
+
 -- Internal: the names of the scheduler jobs start() and start_timetable() create.
 create or replace function pgque._job_names()
 returns text[]

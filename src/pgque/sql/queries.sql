@@ -93,7 +93,7 @@ select q.queue_name,
 select pgque.ticker_eager(%s, %s::interval)
 
 -- name: ticker_xmin
-select pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text
+select pgque.xmin_horizon()
 
 -- name: maint_retry_events
 select pgque.maint_retry_events()
