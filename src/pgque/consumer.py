@@ -191,6 +191,7 @@ class Consumer:
         self._stop = threading.Event()
         self._hard_stop = threading.Event()
         self._batch_deadline = Deadline()
+        self._observed = (False, False)  # (tracing, metering), set per batch
         self._abandoned = 0
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         #: Seconds since the epoch of the last poll that completed (None: none yet).
@@ -359,6 +360,9 @@ class Consumer:
         self, conn: psycopg.Connection[Any], client: PgqueClient, msgs: list[Message]
     ) -> int:
         batch_id = msgs[0].batch_id
+        tel = telemetry()
+        # Looked up once a batch (not per message): OpenTelemetry may be configured later.
+        self._observed = (tel.tracing, tel.metering)
         self._batch_deadline = Deadline()
         if self.max_batch_time is not None:
             self._batch_deadline.tighten(self.max_batch_time)
@@ -429,21 +433,19 @@ class Consumer:
         if self._rate is not None:
             self._rate.acquire(self._hard_stop)
         tel = telemetry()
-        # The message's creation context is the parent of its processing.
-        parent = tracing.extract(msg.extra1, msg.extra4) if tel.tracing else None
+        traced, measured = self._observed
         started = time.perf_counter()
         failed: str | None = None
         try:
-            with tel.span("process", self.queue, context=parent, attributes={
-                MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
-            }):  # fmt: skip
-                if spec.transactional:
-                    assert conn is not None
-                    self._call_transactional(conn, spec, msg)
-                elif spec.timeout is not None:
-                    self._call_with_timeout(spec, msg)
-                else:
-                    spec.func(msg)
+            if traced:
+                # The message's creation context is the parent of its processing.
+                with tel.span("process", self.queue,
+                              context=tracing.extract(msg.extra1, msg.extra4), attributes={
+                    MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
+                }):  # fmt: skip
+                    self._call(conn, spec, msg)
+            else:  # nothing is created per message when nobody listens
+                self._call(conn, spec, msg)
         except (_BatchAborted, _ConnectionAbandoned, ConsumerGaveUp):
             raise
         except Exception as exc:
@@ -451,12 +453,23 @@ class Consumer:
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
             return Outcome("nack", error=exc)
         finally:
-            tel.record_process(self.queue, time.perf_counter() - started, error=failed,
-                               attributes={CONSUMER_GROUP: self.name})  # fmt: skip
+            if measured:
+                tel.record_process(self.queue, time.perf_counter() - started, error=failed,
+                                   attributes={CONSUMER_GROUP: self.name})  # fmt: skip
         if msg._decision is not None:
             action, retry_after, reason = msg._decision
             return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
         return Outcome("ack")
+
+    def _call(self, conn: psycopg.Connection[Any] | None, spec: HandlerSpec, msg: Message) -> None:
+        """Call the handler as its options say."""
+        if spec.transactional:
+            assert conn is not None
+            self._call_transactional(conn, spec, msg)
+        elif spec.timeout is not None:
+            self._call_with_timeout(spec, msg)
+        else:
+            spec.func(msg)
 
     def _call_transactional(
         self, conn: psycopg.Connection[Any], spec: HandlerSpec, msg: Message

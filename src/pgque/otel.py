@@ -42,6 +42,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
+from opentelemetry.metrics._internal import _ProxyMeterProvider
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from pgque import tracing
@@ -178,6 +179,7 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
         if tracer_provider is None:
             self.tracer = trace.get_tracer(SCOPE, __version__)
         else:
@@ -209,6 +211,12 @@ class Telemetry:
         """False when spans would be dropped anyway (no SDK provider configured)."""
         provider = self._tracer_provider or trace.get_tracer_provider()
         return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+    @property
+    def metering(self) -> bool:
+        """False when measurements would be dropped anyway (no SDK meter provider configured)."""
+        provider = self._meter_provider or metrics.get_meter_provider()
+        return not isinstance(provider, (_ProxyMeterProvider, metrics.NoOpMeterProvider))
 
     @staticmethod
     def attributes(operation: str, queue: str) -> dict[str, Any]:
