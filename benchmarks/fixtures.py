@@ -43,8 +43,7 @@ def preload(
     for _ in range(total // per_tick):
         with conn.transaction():
             conn.execute(
-                f"select count({schema}.insert_event(%s, 'bench', %s))"
-                " from generate_series(1, %s)",
+                f"select count({schema}.insert_event(%s, 'bench', %s)) from generate_series(1, %s)",
                 (queue, payload, per_tick),
             )
         conn.execute(f"select {schema}.ticker(%s)", (queue,))

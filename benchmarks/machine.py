@@ -54,8 +54,10 @@ def ensure_requirements(*, spark: bool) -> None:
         sudo = [] if os.geteuid() == 0 else ["sudo"]
         print(f"installing Debian packages: {' '.join(missing)}", file=sys.stderr)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (["apt-get", "update", "-q"],
-                        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+        for command in (
+            ["apt-get", "update", "-q"],
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+        ):
             done = subprocess.run([*sudo, *command], env=env)  # fmt: skip
             if done.returncode != 0:
                 raise BenchmarkError(

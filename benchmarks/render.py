@@ -11,7 +11,7 @@ from .core import Row
 
 def number(value: float) -> str:
     """A figure with sensible precision: 1,234,567 / 12.3 / 0.123."""
-    if abs(value) >= 100:
+    if abs(value) >= 100 or value == int(value):
         return f"{value:,.0f}"
     if abs(value) >= 1:
         return f"{value:.1f}"

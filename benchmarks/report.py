@@ -16,15 +16,16 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from .core import CASES
+from .core import CASES, Row
 from .render import cell, marks, number
+from .targets import evaluate
 
 FINDINGS = Path(__file__).with_name("findings.md")
 
 
-def _ratio(row: dict[str, Any], base: dict[str, Any]) -> float:
-    ratio = row["median"] / base["median"] if base["median"] else float("nan")
-    return ratio if row["higher_is_better"] else (1 / ratio if ratio else float("nan"))
+def _ratio(row: dict[str, Any], base: dict[str, Any]) -> str:
+    """The row's median divided by the first row's ("-" when that is 0)."""
+    return f"{row['median'] / base['median']:.2f}x" if base["median"] else "-"
 
 
 def _chart(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
@@ -69,14 +70,13 @@ def _chart(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
 
 def _table(rows: list[dict[str, Any]]) -> Iterable[str]:
     extras = sorted({k for r in rows for k in r["extra"]})
-    head = ["target", "median (min-max)", "unit", "vs first row", *extras, "notes"]
+    head = ["target", "median (min-max)", "unit", "÷ first row", *extras, "notes"]
     yield "| " + " | ".join(head) + " |"
     yield "|---|" + "---:|" * (3 + len(extras)) + "---|"
     base = rows[0]
     for row in rows:
-        ratio = _ratio(row, base)
         note = "; ".join(x for x in (row["note"], marks(row)) if x)
-        cells = [row["target"], cell(row["values"]), row["unit"], f"{ratio:.2f}x"]
+        cells = [row["target"], cell(row["values"]), row["unit"], _ratio(row, base)]
         cells += [cell(row["extra"][k]) if k in row["extra"] else "" for k in extras]
         yield "| " + " | ".join([*cells, note]) + " |"
 
@@ -101,8 +101,8 @@ def render(doc: dict[str, Any], charts_dir: Path, link_prefix: str) -> str:
         f"{number(sync.get('ops_per_s', float('nan')))} ops/s "
         f"({number(sync.get('usecs_per_op', float('nan')))} µs) by `pg_test_fsync`. "
         "Client and servers share the machine. A run where processes outside the "
-        "benchmark took more than a quarter of a core was run again (\"re-run\"), "
-        "and marked \"disturbed\" if it was disturbed again.",
+        'benchmark took more than a quarter of a core was run again ("re-run"), '
+        'and marked "disturbed" if it was disturbed again.',
         "",
         "**Servers** (throwaway clusters the suite starts; sessions set "
         "`synchronous_commit` as each row says, `off` unless marked `sync on`):",
@@ -115,7 +115,10 @@ def render(doc: dict[str, Any], charts_dir: Path, link_prefix: str) -> str:
         out.append(f"| {name} | " + " | ".join(
             f"`{s.get(name, '')}`" for s in doc["settings"].values()) + " |")  # fmt: skip
     out += ["", "## Targets", "", "| goal | figure | result |", "|---|---:|---|"]
-    for v in doc["targets"]:
+    # Evaluated again from the rows, so the page follows targets.py as it is now.
+    verdicts = evaluate([Row(**{k: v for k, v in r.items() if k != "median"})
+                         for r in doc["rows"]])  # fmt: skip
+    for v in verdicts:
         out.append(f"| {v['goal']} | {v['figure']} | {'met' if v['met'] else '**missed**'} |")
     if FINDINGS.exists():
         out += ["", FINDINGS.read_text().strip()]
@@ -124,8 +127,13 @@ def render(doc: dict[str, Any], charts_dir: Path, link_prefix: str) -> str:
     for case, group in groupby(rows, key=lambda r: r["case"]):
         members = list(group)
         description = CASES[case][1] if case in CASES else ""
-        out += ["", f"## {case}", "", f"{description[:1].upper()}{description[1:]}.",
-                f"{doc['durations'].get(case, 0):.0f} s. Reproduce: `{members[0]['command']}`"]
+        out += [
+            "",
+            f"## {case}",
+            "",
+            f"{description[:1].upper()}{description[1:]}.",
+            f"{doc['durations'].get(case, 0):.0f} s. Reproduce: `{members[0]['command']}`",
+        ]
         for workload, wrows in groupby(members, key=lambda r: r["workload"]):
             out += ["", f"### {workload}", "", *_table(list(wrows))]
         chart = charts_dir / f"{case}.svg"

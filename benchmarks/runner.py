@@ -31,10 +31,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="measure and print (and write JSON)")
-    run.add_argument("--quick", action="store_true",
-                     help="small sizes, one run each: proves the suite works, not the targets")
-    run.add_argument("--only", action="append", metavar="GLOB",
-                     help="cases to run, by glob (repeatable); see 'list'")
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes, one run each: proves the suite works, not the targets",
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        metavar="GLOB",
+        help="cases to run, by glob (repeatable); see 'list'",
+    )
     run.add_argument("--json", type=Path, metavar="OUT", help="write the results here")
     run.add_argument("--runs", type=int, default=3, help="runs per target (full run; default 3)")
     sub.add_parser("list", help="the cases and what each measures")
@@ -120,4 +127,3 @@ def main(argv: list[str] | None = None) -> int:
 
         return write_report(args.json, args.out)
     return run(args, argv)
-

@@ -40,12 +40,27 @@ for _sync in ("off", "on"):
            at_least=0.95, overlap=_sync == "on")  # fmt: skip
 for _subject in ("pgque send_batch text[]", "pgque Producer.send_batch"):
     _w = BATCHED.format(per_tx=1000)
-    target(goal=f"1000 x 100 B: {_subject} >= 3x PgQ insert_event per row",
-           workload=_w, subject=_subject, baseline="pgq insert_event per row", at_least=3.0)
-    target(goal=f"1000 x 100 B: {_subject} >= 1.5x SKIP LOCKED batched INSERT",
-           workload=_w, subject=_subject, baseline="skip-locked batched INSERT", at_least=1.5)
-    target(goal=f"1000 x 100 B: {_subject} >= 10% of server-side COPY of the same rows",
-           workload=_w, subject=_subject, baseline="COPY FROM file (plain table)", at_least=0.1)
+    target(
+        goal=f"1000 x 100 B: {_subject} >= 3x PgQ insert_event per row",
+        workload=_w,
+        subject=_subject,
+        baseline="pgq insert_event per row",
+        at_least=3.0,
+    )
+    target(
+        goal=f"1000 x 100 B: {_subject} >= 1.5x SKIP LOCKED batched INSERT",
+        workload=_w,
+        subject=_subject,
+        baseline="skip-locked batched INSERT",
+        at_least=1.5,
+    )
+    target(
+        goal=f"1000 x 100 B: {_subject} >= 10% of server-side COPY of the same rows",
+        workload=_w,
+        subject=_subject,
+        baseline="COPY FROM file (plain table)",
+        at_least=0.1,
+    )
 
 
 def _with_options(dsn: str, sync: bool) -> str:

@@ -5,6 +5,7 @@ one transaction from receive to ack, a NOTIFY wakeup on a separate
 connection, nack on handler errors, reconnect with backoff, graceful stop.
 Differences that follow from asyncio: ``concurrency`` runs handlers as tasks,
 and a handler ``timeout`` cancels the handler's task (nothing is abandoned).
+Its OpenTelemetry spans and metrics are the threaded consumer's.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
+from opentelemetry import trace
 from psycopg import sql
 
+from pgque import tracing
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, lanes
 from pgque._queries import query
 from pgque.errors import PgqueError, from_database_error
 from pgque.message import Message
+from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
 __all__ = ["AsyncConsumer"]
 
@@ -99,6 +103,7 @@ class AsyncConsumer:
         self._stop = asyncio.Event()
         self._hard_stop = asyncio.Event()
         self._deadline = Deadline()
+        self._observed = (False, False)  # (tracing, metering), set per batch
         self._next_token = 0.0
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         #: Seconds since the epoch of the last poll that completed (None: none yet).
@@ -203,27 +208,49 @@ class AsyncConsumer:
             return None
         try:
             if self.subconsumer is not None:
-                rows = await self._call(
+                msgs = await self._traced_receive(
                     conn, "receive_coop", self.queue, self.name, self.subconsumer,
                     self.max_messages, self.dead_interval,
                 )  # fmt: skip
-                if not rows:
+                if not msgs:
                     return None
                 async with conn.transaction():
-                    return await self._process(conn, [Message(*r) for r in rows])
+                    return await self._process(conn, msgs)
             async with conn.transaction():
-                rows = await self._call(conn, "receive", self.queue, self.name, self.max_messages)
-                if not rows:
+                msgs = await self._traced_receive(
+                    conn, "receive", self.queue, self.name, self.max_messages
+                )
+                if not msgs:
                     return None
-                return await self._process(conn, [Message(*r) for r in rows])
+                return await self._process(conn, msgs)
         except _BatchAborted:
             self._log.warning("consumer %s: stopped mid-batch; batch rolled back", self.name)
             return None
         finally:
             self.last_poll_at = time.time()
 
+    async def _traced_receive(
+        self, conn: psycopg.AsyncConnection[Any], name: str, *params: Any
+    ) -> list[Message]:
+        """Run a receive query inside a ``receive`` span linked to the messages' traces."""
+        tel = telemetry()
+        with tel.operation("receive", self.queue, attributes={CONSUMER_GROUP: self.name}) as op:
+            msgs = [Message(*r) for r in await self._call(conn, name, *params)]
+            if msgs:
+                tel.record_consumed(self.queue, len(msgs), attributes={CONSUMER_GROUP: self.name})
+            if msgs and op.span.is_recording():
+                op.span.set_attribute(BATCH_MESSAGE_COUNT, len(msgs))
+                for msg in msgs:
+                    parent = tracing.extract(msg.extra1, msg.extra4)
+                    if parent is not None:
+                        op.span.add_link(trace.get_current_span(parent).get_span_context())
+        return msgs
+
     async def _process(self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]) -> int:
         batch_id = msgs[0].batch_id
+        tel = telemetry()
+        # Looked up once a batch (not per message): OpenTelemetry may be configured later.
+        self._observed = (tel.tracing, tel.metering)
         self._deadline = Deadline()
         if self.max_batch_time is not None:
             self._deadline.tighten(self.max_batch_time)
@@ -241,13 +268,18 @@ class AsyncConsumer:
                 if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
                 else []
             )  # fmt: skip
-        if settled and (await self._call(conn, "ack", batch_id))[0][0] == 0:
+        if settled and await self._traced_ack(conn, batch_id) == 0:
             self._log.warning(
                 "pgque: ack batch %s returned 0 -- stale or double ack"
                 " (batch already finished or not found)",
                 batch_id,
             )
         return count
+
+    async def _traced_ack(self, conn: psycopg.AsyncConnection[Any], batch_id: int) -> int:
+        attributes = {CONSUMER_GROUP: self.name}
+        with telemetry().operation("ack", self.queue, attributes=attributes):
+            return int((await self._call(conn, "ack", batch_id))[0][0])
 
     async def _run_handlers(
         self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]
@@ -287,22 +319,45 @@ class AsyncConsumer:
             )
             return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
         await self._throttle()
+        tel = telemetry()
+        traced, measured = self._observed
+        started = time.perf_counter()
+        failed: str | None = None
         try:
-            if spec.transactional:
-                assert conn is not None
-                async with conn.transaction():
-                    await asyncio.wait_for(spec.func(msg, conn), spec.timeout)
-            else:
-                await asyncio.wait_for(spec.func(msg), spec.timeout)
+            if traced:
+                # The message's creation context is the parent of its processing.
+                with tel.span("process", self.queue,
+                              context=tracing.extract(msg.extra1, msg.extra4), attributes={
+                    MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
+                }):  # fmt: skip
+                    await self._call_handler(conn, spec, msg)
+            else:  # nothing is created per message when nobody listens
+                await self._call_handler(conn, spec, msg)
         except _BatchAborted:
             raise
         except Exception as exc:
+            failed = error_type(exc)
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
             return Outcome("nack", error=exc)
+        finally:
+            if measured:
+                tel.record_process(self.queue, time.perf_counter() - started, error=failed,
+                                   attributes={CONSUMER_GROUP: self.name})  # fmt: skip
         if msg._decision is not None:
             action, retry_after, reason = msg._decision
             return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
         return Outcome("ack")
+
+    async def _call_handler(
+        self, conn: psycopg.AsyncConnection[Any] | None, spec: HandlerSpec, msg: Message
+    ) -> None:
+        """Await the handler as its options say."""
+        if spec.transactional:
+            assert conn is not None
+            async with conn.transaction():
+                await asyncio.wait_for(spec.func(msg, conn), spec.timeout)
+        else:
+            await asyncio.wait_for(spec.func(msg), spec.timeout)
 
     async def _throttle(self) -> None:
         if self.rate_limit is None:
@@ -319,18 +374,13 @@ class AsyncConsumer:
     ) -> bool:
         if outcome.action == "ack":
             return True
+        operation = "dead_letter" if outcome.action == "dead" else "nack"
+        attributes = {CONSUMER_GROUP: self.name}
         try:
             async with conn.transaction():
-                if outcome.action == "dead":
-                    await self._call(
-                        conn, "dead_letter_event", msg.batch_id, msg.msg_id, outcome.reason
-                    )
-                else:
-                    delay = self._sync._retry_delay(msg, outcome)
-                    await self._call(
-                        conn, "nack_by_id", msg.batch_id, msg.msg_id, f"{delay} seconds",
-                        outcome.reason,
-                    )  # fmt: skip
+                with telemetry().operation(operation, self.queue, attributes=attributes) as op:
+                    op.set_message_id(msg.msg_id)
+                    await self._settle_in_db(conn, msg, outcome)
         except Exception:
             what = "unhandled msg_id" if outcome.unhandled else "msg_id"
             self._log.exception(
@@ -338,6 +388,18 @@ class AsyncConsumer:
             )
             return False
         return True
+
+    async def _settle_in_db(
+        self, conn: psycopg.AsyncConnection[Any], msg: Message, outcome: Outcome
+    ) -> None:
+        """Dead-letter or nack one message of the open batch."""
+        if outcome.action == "dead":
+            await self._call(conn, "dead_letter_event", msg.batch_id, msg.msg_id, outcome.reason)
+            return
+        delay = self._sync._retry_delay(msg, outcome)
+        await self._call(
+            conn, "nack_by_id", msg.batch_id, msg.msg_id, f"{delay} seconds", outcome.reason
+        )
 
     async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
         deadline = time.monotonic() + self.poll_interval

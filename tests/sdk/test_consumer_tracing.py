@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -56,6 +57,11 @@ def test_process_span_continues_the_producer_trace(
     consumer.stop()
     thread.join(5)
 
+    assert_one_traced_delivery(spans, parent)
+
+
+def assert_one_traced_delivery(spans: InMemorySpanExporter, parent: trace.Span) -> None:
+    """The delivery's spans: process continues the producer's trace, receive links to it."""
     by_name = {s.name: s for s in spans.get_finished_spans()}
     trace_id = parent.get_span_context().trace_id
     process = by_name["process q"]
@@ -74,3 +80,41 @@ def test_process_span_continues_the_producer_trace(
     assert receive.attributes["messaging.batch.message_count"] == 1
     assert [link.context.trace_id for link in receive.links] == [trace_id]
     assert by_name["ack q"].attributes["messaging.operation.type"] == "settle"
+
+
+def test_async_consumer_spans_and_nack(
+    db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("checkout") as parent, pgque.connect(db) as client:
+        client.send("q", {"order": 1})
+        client.conn.commit()
+    one(conn, "select pgque.force_next_tick('q')")
+    one(conn, "select pgque.ticker('q')")
+
+    async def run() -> None:
+        consumer = pgque.AsyncConsumer(db, queue="q", name="c", poll_interval=0.2, ticker=False)
+        calls = 0
+
+        @consumer.on("*")
+        async def handle(msg: pgque.Message) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise RuntimeError("first delivery fails")
+
+        task = asyncio.create_task(consumer.start())
+        deadline = time.monotonic() + 10
+        while not any(s.name == "ack q" for s in spans.get_finished_spans()):
+            assert time.monotonic() < deadline, "no ack span"
+            await asyncio.sleep(0.02)
+        consumer.stop()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+    assert_one_traced_delivery(spans, parent)
+    (nack,) = [s for s in spans.get_finished_spans() if s.name == "nack q"]
+    assert nack.attributes["messaging.operation.type"] == "settle"
+    assert nack.attributes["messaging.consumer.group.name"] == "c"
+    (process,) = [s for s in spans.get_finished_spans() if s.name == "process q"]
+    assert process.attributes["error.type"] == "RuntimeError"
