@@ -15,17 +15,18 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
 from opentelemetry import trace
 from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
 
 from pgque import tracing
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, lanes
 from pgque._queries import query
-from pgque.errors import PgqueError, from_database_error
+from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.message import Message
 from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
@@ -49,13 +50,18 @@ class _BatchAborted(Exception):
 class AsyncConsumer:
     """Receives a queue's batches and awaits a handler per message.
 
-    Arguments as :class:`pgque.Consumer`; handlers are coroutine functions.
-    Run it with ``await consumer.start()`` and end it with ``consumer.stop()``.
+    Arguments as :class:`pgque.Consumer`; handlers are coroutine functions,
+    and ``dsn`` may be a connection string, a
+    ``psycopg_pool.AsyncConnectionPool`` or an autocommit
+    ``psycopg.AsyncConnection`` of yours (same rules as the threaded
+    consumer's pool and connection; the in-process ticker then needs
+    ``listen_dsn``). Run it with ``await consumer.start()`` and end it with
+    ``consumer.stop()``.
     """
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | AsyncConnectionPool[Any] | psycopg.AsyncConnection[Any],
         *,
         queue: str,
         name: str,
@@ -78,8 +84,16 @@ class AsyncConsumer:
         # The threaded consumer checks the same arguments the same way.
         from pgque.consumer import Consumer
 
-        checked = Consumer(
-            dsn, queue=queue, name=name, poll_interval=poll_interval,
+        if isinstance(dsn, psycopg.AsyncConnection) and not dsn.autocommit:
+            raise ValueError(
+                "the consumer needs an autocommit connection (it opens and commits"
+                " each batch's transaction itself)"
+            )
+        if not isinstance(dsn, str) and listen_dsn is None:
+            listen = False  # a pooled or given connection never listens
+        checked = Consumer(  # the DSN only matters to its checks, never connected
+            dsn if isinstance(dsn, str) else listen_dsn or "",
+            queue=queue, name=name, poll_interval=poll_interval,
             max_messages=max_messages, retry_after=retry_after,
             unknown_handler_policy=unknown_handler_policy, subconsumer=subconsumer,
             dead_interval=dead_interval, listen=listen, listen_dsn=listen_dsn, ticker=ticker,
@@ -149,19 +163,28 @@ class AsyncConsumer:
         """Consume until :meth:`stop`."""
         self._stop.clear()
         self._hard_stop.clear()
-        ticker = self._sync._wants_ticker() if self.ticker == "auto" else self.ticker
+        ticker = await self._wants_ticker() if self.ticker == "auto" else self.ticker
         runner = None
-        if ticker:
+        source = self.dsn if isinstance(self.dsn, str) else self.listen_dsn
+        if ticker and source is not None:
             from pgque.ticker import Ticker
 
-            runner = Ticker(self.dsn).start()
+            runner = Ticker(source).start()
+        elif ticker:
+            self._log.warning("consumer %s: no ticker without a connection string; give"
+                              " listen_dsn, or run a Ticker", self.name)  # fmt: skip
         try:
             delay = _BACKOFF_START
             while not self._stop.is_set():
                 try:
                     await self._session()
                     delay = _BACKOFF_START
-                except (psycopg.Error, PgqueError):
+                except (psycopg.Error, PgqueError) as exc:
+                    if isinstance(self.dsn, psycopg.AsyncConnection) and self.dsn.closed:
+                        raise PgqueConnectionError(
+                            f"consumer {self.name}: its connection broke ({exc});"
+                            " a given connection is not reopened"
+                        ) from exc
                     pause = delay * random.uniform(0.8, 1.2)
                     self._log.exception(
                         "consumer %s: database error; retrying in %.1fs", self.name, pause
@@ -174,14 +197,55 @@ class AsyncConsumer:
             if runner is not None:
                 runner.stop()
 
-    async def _session(self) -> None:
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The batch connection: a new one from the DSN, one borrowed from the pool, or yours."""
+        if isinstance(self.dsn, psycopg.AsyncConnection):
+            if self.dsn.closed:
+                raise PgqueConnectionError(
+                    f"consumer {self.name}: its connection is closed; give it a new one"
+                )
+            yield self.dsn
+            return
+        if isinstance(self.dsn, AsyncConnectionPool):
+            async with self.dsn.connection() as conn:
+                autocommit = conn.autocommit
+                await conn.set_autocommit(True)  # transactions are explicit
+                try:
+                    yield conn
+                finally:
+                    if not conn.closed:
+                        await conn.set_autocommit(autocommit)
+            return
         conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+    async def _wants_ticker(self) -> bool:
+        try:
+            async with self._connection() as conn:
+                cur = await conn.execute(query("scheduler"))
+                row = await cur.fetchone()
+        except psycopg.Error as exc:
+            self._log.warning(
+                "consumer %s: cannot read pgque.config (%s); no ticker", self.name, exc
+            )
+            return False
+        return row is None or (row[0] is None and row[1] is None and row[2] is None)
+
+    async def _session(self) -> None:
+        async with self._connection() as conn:
+            await self._session_on(conn)
+
+    async def _session_on(self, conn: psycopg.AsyncConnection[Any]) -> None:
         listener = None
         try:
             if self.listen:
-                listener = await psycopg.AsyncConnection.connect(
-                    self.listen_dsn or self.dsn, autocommit=True
-                )
+                dsn = self.listen_dsn or self.dsn
+                assert isinstance(dsn, str)  # pooled and given connections never listen
+                listener = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
                 await listener.execute(
                     sql.SQL("listen {}").format(sql.Identifier(f"pgque_{self.queue}"))
                 )
@@ -194,7 +258,6 @@ class AsyncConsumer:
             self.listening = False
             if listener is not None:
                 await listener.close()
-            await conn.close()
 
     async def _call(self, conn: psycopg.AsyncConnection[Any], name: str, *params: Any) -> Any:
         try:

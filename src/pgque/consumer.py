@@ -40,7 +40,7 @@ from pgque import tracing
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, lanes
 from pgque._queries import query
 from pgque.client import PgqueClient
-from pgque.errors import PgqueError
+from pgque.errors import PgqueConnectionError, PgqueError
 from pgque.message import Message
 from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
@@ -78,8 +78,12 @@ class Consumer:
 
     Args:
         dsn: Connection string, used as given; or a ``psycopg_pool.ConnectionPool``
-            to take the batch connection from (a pooled connection never
-            listens: give ``listen_dsn`` for NOTIFY wakeups, else it polls).
+            to take the batch connection from; or an autocommit
+            ``psycopg.Connection`` of yours to run the batches on (never
+            closed by the consumer; if it breaks, :meth:`start` raises
+            :class:`~pgque.errors.PgqueConnectionError` instead of
+            reconnecting). Pooled and given connections never listen: give
+            ``listen_dsn`` for NOTIFY wakeups (and for the ticker), else it polls.
         queue: The queue to consume.
         name: The consumer (subscription) name.
         poll_interval: Longest wait between polls without a NOTIFY, in
@@ -122,7 +126,7 @@ class Consumer:
 
     def __init__(
         self,
-        dsn: str | ConnectionPool[Any],
+        dsn: str | ConnectionPool[Any] | psycopg.Connection[Any],
         *,
         queue: str,
         name: str,
@@ -166,10 +170,15 @@ class Consumer:
             raise ValueError(
                 f"retry_backoff must be (base, cap) with 0 <= base <= cap, got {retry_backoff}"
             )
+        if isinstance(dsn, psycopg.Connection) and not dsn.autocommit:
+            raise ValueError(
+                "the consumer needs an autocommit connection (it opens and commits"
+                " each batch's transaction itself)"
+            )
         self.dsn = dsn
         self._pool_source = dsn if isinstance(dsn, ConnectionPool) else None
-        if self._pool_source is not None and listen_dsn is None:
-            listen = False  # a pooled connection never listens
+        if not isinstance(dsn, str) and listen_dsn is None:
+            listen = False  # a pooled or given connection never listens
         self.queue = queue
         self.name = name
         self.poll_interval = poll_interval
@@ -284,6 +293,11 @@ class Consumer:
                 except (psycopg.Error, PgqueError, _ConnectionAbandoned) as exc:
                     if isinstance(exc, ConsumerGaveUp):
                         raise
+                    if isinstance(self.dsn, psycopg.Connection) and self.dsn.closed:
+                        raise PgqueConnectionError(
+                            f"consumer {self.name}: its connection broke ({exc});"
+                            " a given connection is not reopened"
+                        ) from exc
                     pause = delay * random.uniform(0.8, 1.2)
                     self._log.exception(
                         "consumer %s: database error; retrying in %.1fs", self.name, pause
@@ -591,7 +605,14 @@ class Consumer:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """The batch connection: a new one from the DSN, or one borrowed from the pool."""
+        """The batch connection: a new one from the DSN, one borrowed from the pool, or yours."""
+        if isinstance(self.dsn, psycopg.Connection):
+            if self.dsn.closed:
+                raise PgqueConnectionError(
+                    f"consumer {self.name}: its connection is closed; give it a new one"
+                )
+            yield self.dsn
+            return
         if self._pool_source is None:
             assert isinstance(self.dsn, str)
             with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -672,8 +693,14 @@ class Consumer:
             return
         from pgque.ticker import Ticker
 
+        source = self.listen_dsn or self.dsn
+        if isinstance(source, psycopg.Connection):
+            self._log.warning("consumer %s: no ticker on a given connection (it carries the"
+                              " batches); give listen_dsn, or run a Ticker", self.name)  # fmt: skip
+            yield
+            return
         # A pool lends the ticker one connection for as long as it runs.
-        ticker = Ticker(self.listen_dsn or self.dsn).start()
+        ticker = Ticker(source).start()
         try:
             yield
         finally:

@@ -120,3 +120,51 @@ def test_notify_wakeup(db: str, conn: psycopg.Connection[Any], queue: str) -> No
         await asyncio.wait_for(task, 5)
 
     asyncio.run(main())
+
+
+def test_takes_a_pool_or_your_connection(
+    db: str, conn: psycopg.Connection[Any], queue: str
+) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    async def consume(source: Any) -> list[int]:
+        consumer = pgque.AsyncConsumer(source, queue="q", name="c", poll_interval=0.2)
+        assert consumer.listen is False  # pooled and given connections never listen
+        got: list[int] = []
+
+        @consumer.on("*")
+        async def handle(msg: pgque.Message) -> None:
+            got.append(msg.msg_id)
+
+        one(conn, "select pgque.send('q', '{}'::jsonb)")
+        tick(conn)
+        task = asyncio.create_task(consumer.start())  # ticker "auto": none without a DSN
+        await until(
+            lambda: (
+                got != []
+                and one(conn, "select count(*) from pgque.subscription where sub_batch is not null")
+                == 0
+            )
+        )
+        consumer.stop()
+        await asyncio.wait_for(task, 5)
+        return got
+
+    async def main() -> None:
+        async with AsyncConnectionPool(db, min_size=1, max_size=1, open=False) as pool:
+            assert len(await consume(pool)) == 1
+            async with pool.connection() as borrowed:
+                assert borrowed.autocommit is False  # given back as it was lent
+        own = await psycopg.AsyncConnection.connect(db, autocommit=True)
+        assert len(await consume(own)) == 1
+        assert not own.closed  # used, never closed by the consumer
+        broken = pgque.AsyncConsumer(own, queue="q", name="c", poll_interval=0.2, ticker=False)
+        await own.close()
+        with pytest.raises(pgque.PgqueConnectionError, match="closed"):
+            await broken.start()
+        not_autocommit = await psycopg.AsyncConnection.connect(db)
+        with pytest.raises(ValueError, match="autocommit"):
+            pgque.AsyncConsumer(not_autocommit, queue="q", name="c")
+        await not_autocommit.close()
+
+    asyncio.run(main())

@@ -334,3 +334,33 @@ def test_consumer_takes_a_pool(db: str, conn: psycopg.Connection[Any], queue: st
         thread.join(5)
         with pool.connection() as borrowed:
             assert borrowed.autocommit is False  # given back as it was lent
+
+
+def test_consumer_takes_your_connection(
+    db: str, conn: psycopg.Connection[Any], queue: str, connect: Any
+) -> None:
+    with psycopg.connect(db) as not_autocommit, pytest.raises(ValueError, match="autocommit"):
+        pgque.Consumer(not_autocommit, queue="q", name="c")
+    own = connect(autocommit=True)
+    consumer = pgque.Consumer(own, queue="q", name="c", poll_interval=0.2, ticker=False)
+    assert consumer.listen is False  # the given connection carries batches, not LISTEN
+    got: list[int] = []
+    consumer.on("*")(lambda msg: got.append(msg.msg_id))
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    tick(conn)
+    failure: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            consumer.start()
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    wait_for(lambda: got != [] and batch_done(conn))
+    assert not own.closed  # used, never closed by the consumer
+    own.close()  # the owner takes it away: start() raises instead of reconnecting
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(failure) == 1 and isinstance(failure[0], pgque.PgqueConnectionError)
