@@ -175,10 +175,12 @@ def test_insert_router_routes_every_queue_and_table(conn: psycopg.Connection[Any
         one(conn, "select pgque.set_queue_config(%s, 'rotation_period', '0')", name)
     one(conn, "select pgque.drop_queue('r7')")
     names.remove("r7")
-    for name in names:
+    for name in names:  # one event alone, one in a batch (the batch router), per table
         one(conn, "select pgque.insert_event(%s, 't', %s)", name, f"{name}/0")
+        one(conn, "select pgque.send_batch(%s, 't', array[%s])", name, f"{name}/0b")
         one(conn, "select pgque.maint_rotate_tables_step1(%s)", name)
         one(conn, "select pgque.insert_event(%s, 't', %s)", name, f"{name}/1")
+        one(conn, "select pgque.send_batch(%s, 't', array[%s])", name, f"{name}/1b")
     placed = rows(
         conn,
         "select q.queue_name, c.relname, e.ev_data from pgque.event_template e"
@@ -191,7 +193,9 @@ def test_insert_router_routes_every_queue_and_table(conn: psycopg.Connection[Any
         queue_id = one(conn, "select queue_id from pgque.queue where queue_name = %s", name)
         expected += [
             (name, f"event_{queue_id}_0", f"{name}/0"),
+            (name, f"event_{queue_id}_0", f"{name}/0b"),
             (name, f"event_{queue_id}_1", f"{name}/1"),
+            (name, f"event_{queue_id}_1", f"{name}/1b"),
         ]
     assert placed == expected
 
@@ -204,6 +208,14 @@ def test_insert_router_falls_back_for_unknown_queues(conn: psycopg.Connection[An
         " 't', 'fallback', null, null, null, null)"
     )
     assert one(conn, "select ev_data from pgque.event_1_0 where ev_id = 77") == "fallback"
+    conn.execute(
+        "select pgque._insert_batch_routed(424242, 0, 'pgque.event_1_0', array[78, 79],"
+        " array['a', 'b'], array[null, 'u'], 't', null, array['x', null], null, null)"
+    )
+    assert rows(
+        conn, "select ev_id, ev_type, ev_data, ev_extra2 from pgque.event_1_0 where ev_id > 77"
+        " order by ev_id",
+    ) == [(78, "t", "a", "x"), (79, "u", "b", None)]  # fmt: skip
 
 
 def test_key_operations_write_structured_log_events(conn: psycopg.Connection[Any]) -> None:

@@ -164,8 +164,9 @@ SHAPE_QUERIES = {
     "functions": (
         "select p.oid::regprocedure::text, pg_catalog.pg_get_function_result(p.oid),"
         " p.proacl::text, p.prosecdef, p.proconfig::text, p.provolatile, p.proisstrict,"
-        # _insert_routed is generated from the list of queues, so its body differs.
-        " case when p.proname <> '_insert_routed' then md5(p.prosrc) end"
+        # The insert routers are generated from the list of queues: their bodies differ.
+        " case when p.proname not in ('_insert_routed', '_insert_batch_routed')"
+        " then md5(p.prosrc) end"
         " from pg_catalog.pg_proc p where p.pronamespace = 'pgque'::regnamespace"
     ),
     "columns": (

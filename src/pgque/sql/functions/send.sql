@@ -129,17 +129,13 @@ begin
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
 
-    -- Ids in input order, then one INSERT ... SELECT for the whole batch.
+    -- Ids in input order, then one INSERT ... SELECT for the whole batch,
+    -- through the router's static statement for the queue's current table.
     v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
                      from pg_catalog.generate_series(1, n));
-    -- One multi-array unnest walks the parallel arrays together (a NULL array
-    -- reads as all NULL); subscripting text arrays row by row would be quadratic.
-    -- (The multi-array form exists only unqualified; search_path is pinned.)
-    execute 'insert into ' || pgque.quote_fqname(q.queue_data_pfx || '_' || q.queue_cur_table)
-         || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' select id, now(), coalesce(t, $3), p, e1, e2, e3, e4'
-         || ' from unnest($1, $8, $2, $4, $5, $6, $7) as b(id, p, t, e1, e2, e3, e4)'
-      using v_ids, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4, i_payloads;
+    perform pgque._insert_batch_routed(
+        q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+        v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
     return v_ids;
 end
 $$;
