@@ -34,15 +34,21 @@ def spans() -> Iterator[InMemorySpanExporter]:
     processor.shutdown()
 
 
-def test_process_span_continues_the_producer_trace(
-    db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
-) -> None:
+def send_in_a_trace(db: str, conn: psycopg.Connection[Any]) -> trace.Span:
+    """Send one message to 'q' inside a span, and tick it; the span."""
     tracer = trace.get_tracer("test")
     with tracer.start_as_current_span("checkout") as parent, pgque.connect(db) as client:
         client.send("q", {"order": 1})
         client.conn.commit()
     one(conn, "select pgque.force_next_tick('q')")
     one(conn, "select pgque.ticker('q')")
+    return parent
+
+
+def test_process_span_continues_the_producer_trace(
+    db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
+) -> None:
+    parent = send_in_a_trace(db, conn)
 
     consumer = pgque.Consumer(db, queue="q", name="c", poll_interval=0.2, ticker=False)
     handled = threading.Event()
@@ -85,12 +91,7 @@ def assert_one_traced_delivery(spans: InMemorySpanExporter, parent: trace.Span) 
 def test_async_consumer_spans_and_nack(
     db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
 ) -> None:
-    tracer = trace.get_tracer("test")
-    with tracer.start_as_current_span("checkout") as parent, pgque.connect(db) as client:
-        client.send("q", {"order": 1})
-        client.conn.commit()
-    one(conn, "select pgque.force_next_tick('q')")
-    one(conn, "select pgque.ticker('q')")
+    parent = send_in_a_trace(db, conn)
 
     async def run() -> None:
         consumer = pgque.AsyncConsumer(db, queue="q", name="c", poll_interval=0.2, ticker=False)
