@@ -19,14 +19,13 @@ import psycopg
 from pgque import health as _health
 from pgque import tracing
 from pgque._queries import LiteralString, query
-from pgque.errors import PgqueConnectionError, from_database_error
+from pgque._text import check_text, json_error, send_batch_statement, send_statement
+from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.health import Health
 from pgque.message import Event, Message
 from pgque.serializers import JSON, Serializer
 
 __all__ = ["AsyncPgqueClient", "connect_async"]
-
-_DEFAULT_TYPES = (None, "", "default")
 
 
 @asynccontextmanager
@@ -100,29 +99,36 @@ class AsyncPgqueClient:
             payload, type = payload.payload, payload.type
         text = self.serializer.encode(payload)
         fields = tracing.trace_fields(extras or (None, None, None, None), tracing.current_carrier())
-        if any(f is not None for f in fields):
-            name = "send_extras" if self.serializer.sql_type == "jsonb" else "send_text_extras"
-            return int(await self._one(query(name), (queue, type or "default", text, *fields)))
-        if self.serializer.sql_type == "text":
-            return int(await self._one(query("send_text"), (queue, type or "default", text)))
-        if type in _DEFAULT_TYPES:
-            return int(await self._one(query("send"), (queue, text)))
-        return int(await self._one(query("send_typed"), (queue, type, text)))
+        statement, params = send_statement(self.serializer, queue, text, type, fields, extras)
+        try:
+            return int(await self._one(statement, params))
+        except PgqueError as error:
+            if self.serializer.sql_type != "jsonb":
+                raise
+            raise json_error(error, [text], "payload") from error.__cause__
 
     async def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
-        """Send many messages of one type in one statement; returns their ids in input order."""
+        """Send many messages of one type in one statement; returns their ids in input order
+        (see :meth:`pgque.PgqueClient.send_batch`)."""
         texts = [self.serializer.encode(p) for p in payloads]
-        name = "send_batch" if self.serializer.sql_type == "jsonb" else "send_batch_text"
-        return list(await self._one(query(name), (queue, type, texts)))
+        statement, params = send_batch_statement(self.serializer, queue, type, texts)
+        try:
+            return list(await self._one(statement, params))
+        except PgqueError as error:
+            if self.serializer.sql_type != "jsonb":
+                raise
+            raise json_error(error, texts, "payloads") from error.__cause__
 
     # -- consuming -----------------------------------------------------------
 
     async def subscribe(self, queue: str, consumer: str) -> int:
         """Subscribe a consumer at the queue's latest tick: 1, or 0 when it already was."""
+        check_text(queue=queue, consumer=consumer)
         return int(await self._one(query("subscribe"), (queue, consumer)))
 
     async def unsubscribe(self, queue: str, consumer: str) -> int:
         """Remove a subscription: 1, or 0 when there was none."""
+        check_text(queue=queue, consumer=consumer)
         return int(await self._one(query("unsubscribe"), (queue, consumer)))
 
     async def receive(self, queue: str, consumer: str, max_messages: int = 100) -> list[Message]:
@@ -131,6 +137,7 @@ class AsyncPgqueClient:
         The same batch comes back until :meth:`ack`, which finishes all of
         it, messages beyond ``max_messages`` included.
         """
+        check_text(queue=queue, consumer=consumer)
         rows = await self._all(query("receive"), (queue, consumer, max_messages))
         return [Message(*row) for row in rows]
 
@@ -151,6 +158,7 @@ class AsyncPgqueClient:
 
         The batch stays open: ack it afterwards.
         """
+        check_text(reason=reason)
         payload = msg.payload
         if isinstance(payload, (dict, list)):
             payload = json.dumps(payload)
@@ -167,6 +175,7 @@ class AsyncPgqueClient:
 
     async def ticker(self, queue: str) -> int | None:
         """Tick the queue if due; the new tick id, or None."""
+        check_text(queue=queue)
         value = await self._one(query("ticker"), (queue,))
         return None if value is None else int(value)
 
@@ -176,6 +185,7 @@ class AsyncPgqueClient:
 
     async def force_next_tick(self, queue: str) -> int | None:
         """Make the next ticker call tick the queue; the latest tick id (None if none)."""
+        check_text(queue=queue)
         value = await self._one(query("force_next_tick"), (queue,))
         return None if value is None else int(value)
 
@@ -187,12 +197,14 @@ class AsyncPgqueClient:
 
     async def subscribe_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Add a subconsumer to a cooperative consumer: 1 if something was created, else 0."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(await self._one(query("subscribe_subconsumer"), (queue, consumer, subconsumer)))
 
     async def unsubscribe_subconsumer(
         self, queue: str, consumer: str, subconsumer: str, *, batch_handling: int = 0
     ) -> int:
         """Remove a subconsumer (``batch_handling=1`` retries its open batch first)."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(
             await self._one(
                 query("unsubscribe_subconsumer"), (queue, consumer, subconsumer, batch_handling)
@@ -209,6 +221,7 @@ class AsyncPgqueClient:
         dead_interval: str | None = None,
     ) -> list[Message]:
         """Receive as one subconsumer of a cooperative consumer (registers it if needed)."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         rows = await self._all(
             query("receive_coop"), (queue, consumer, subconsumer, max_messages, dead_interval)
         )
@@ -216,6 +229,7 @@ class AsyncPgqueClient:
 
     async def touch_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Heartbeat of a subconsumer; rows touched."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(await self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
 
     # -- health ----------------------------------------------------------------

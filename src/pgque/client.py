@@ -18,14 +18,13 @@ import psycopg
 from pgque import health as _health
 from pgque import tracing
 from pgque._queries import query
-from pgque.errors import PgqueConnectionError, from_database_error
+from pgque._text import check_text, json_error, send_batch_statement, send_statement
+from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.health import Health
 from pgque.message import Event, Message
 from pgque.serializers import JSON, Serializer
 
 __all__ = ["PgqueClient", "connect"]
-
-_DEFAULT_TYPES = (None, "", "default")
 
 
 @contextmanager
@@ -90,37 +89,54 @@ class PgqueClient:
 
         An :class:`~pgque.Event` supplies both payload and type. With the JSON
         serializer, dict and list payloads are JSON-encoded, ``None`` is JSON
-        null and a ``str`` is taken as JSON text. ``extras`` sets
-        ``ev_extra1..4``; the current span's trace context goes into a free
-        one (see :mod:`pgque.tracing`).
+        null and a ``str`` is taken as JSON text; the server checks the JSON
+        and stores it canonically (``jsonb``), except a JSON text holding a
+        ``\u0000`` escape, which ``jsonb`` cannot hold: it is stored as
+        encoded. ``extras`` sets ``ev_extra1..4``; the current span's trace
+        context goes into a free one (see :mod:`pgque.tracing`).
+
+        Raises:
+            PgqueInvalidArgument: A NUL character in a str argument or in the
+                encoded payload (which PostgreSQL text cannot store), or a
+                payload that is not JSON; the message names the argument.
         """
         if isinstance(payload, Event):
             payload, type = payload.payload, payload.type
         text = self.serializer.encode(payload)
         fields = tracing.trace_fields(extras or (None, None, None, None), tracing.current_carrier())
-        if any(f is not None for f in fields):
-            name = "send_extras" if self.serializer.sql_type == "jsonb" else "send_text_extras"
-            return int(self._one(query(name), (queue, type or "default", text, *fields)))
-        if self.serializer.sql_type == "text":
-            return int(self._one(query("send_text"), (queue, type or "default", text)))
-        if type in _DEFAULT_TYPES:
-            return int(self._one(query("send"), (queue, text)))
-        return int(self._one(query("send_typed"), (queue, type, text)))
+        statement, params = send_statement(self.serializer, queue, text, type, fields, extras)
+        try:
+            return int(self._one(statement, params))
+        except PgqueError as error:
+            if self.serializer.sql_type != "jsonb":
+                raise
+            raise json_error(error, [text], "payload") from error.__cause__
 
     def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
-        """Send many messages of one type in one statement; returns their ids in input order."""
+        """Send many messages of one type in one statement; returns their ids in input order.
+
+        Payloads are encoded and stored as by :meth:`send`; if one of them
+        holds a ``\u0000`` escape, the whole batch is stored as encoded.
+        """
         texts = [self.serializer.encode(p) for p in payloads]
-        name = "send_batch" if self.serializer.sql_type == "jsonb" else "send_batch_text"
-        return list(self._one(query(name), (queue, type, texts)))
+        statement, params = send_batch_statement(self.serializer, queue, type, texts)
+        try:
+            return list(self._one(statement, params))
+        except PgqueError as error:
+            if self.serializer.sql_type != "jsonb":
+                raise
+            raise json_error(error, texts, "payloads") from error.__cause__
 
     # -- consuming -----------------------------------------------------------
 
     def subscribe(self, queue: str, consumer: str) -> int:
         """Subscribe a consumer at the queue's latest tick: 1, or 0 when it already was."""
+        check_text(queue=queue, consumer=consumer)
         return int(self._one(query("subscribe"), (queue, consumer)))
 
     def unsubscribe(self, queue: str, consumer: str) -> int:
         """Remove a subscription: 1, or 0 when there was none."""
+        check_text(queue=queue, consumer=consumer)
         return int(self._one(query("unsubscribe"), (queue, consumer)))
 
     def receive(self, queue: str, consumer: str, max_messages: int = 100) -> list[Message]:
@@ -129,6 +145,7 @@ class PgqueClient:
         The same batch comes back until :meth:`ack`, which finishes all of
         it, messages beyond ``max_messages`` included.
         """
+        check_text(queue=queue, consumer=consumer)
         rows = self._all(query("receive"), (queue, consumer, max_messages))
         return [Message(*row) for row in rows]
 
@@ -149,6 +166,7 @@ class PgqueClient:
 
         The batch stays open: ack it afterwards.
         """
+        check_text(reason=reason)
         payload = msg.payload
         if isinstance(payload, (dict, list)):
             payload = json.dumps(payload)
@@ -163,6 +181,7 @@ class PgqueClient:
 
     def ticker(self, queue: str) -> int | None:
         """Tick the queue if due; the new tick id, or None."""
+        check_text(queue=queue)
         value = self._one(query("ticker"), (queue,))
         return None if value is None else int(value)
 
@@ -172,6 +191,7 @@ class PgqueClient:
 
     def force_next_tick(self, queue: str) -> int | None:
         """Make the next ticker call tick the queue; the latest tick id (None if none)."""
+        check_text(queue=queue)
         value = self._one(query("force_next_tick"), (queue,))
         return None if value is None else int(value)
 
@@ -183,12 +203,14 @@ class PgqueClient:
 
     def subscribe_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Add a subconsumer to a cooperative consumer: 1 if something was created, else 0."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(self._one(query("subscribe_subconsumer"), (queue, consumer, subconsumer)))
 
     def unsubscribe_subconsumer(
         self, queue: str, consumer: str, subconsumer: str, *, batch_handling: int = 0
     ) -> int:
         """Remove a subconsumer (``batch_handling=1`` retries its open batch first)."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(
             self._one(
                 query("unsubscribe_subconsumer"), (queue, consumer, subconsumer, batch_handling)
@@ -205,6 +227,7 @@ class PgqueClient:
         dead_interval: str | None = None,
     ) -> list[Message]:
         """Receive as one subconsumer of a cooperative consumer (registers it if needed)."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         rows = self._all(
             query("receive_coop"), (queue, consumer, subconsumer, max_messages, dead_interval)
         )
@@ -212,6 +235,7 @@ class PgqueClient:
 
     def touch_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Heartbeat of a subconsumer; rows touched."""
+        check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
 
     # -- health ----------------------------------------------------------------

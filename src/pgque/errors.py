@@ -19,7 +19,10 @@ psycopg exception stays available as ``__cause__``::
 The SQL functions put a stable code in each error's DETAIL
 (``pgque:queue_not_found`` ...); :func:`from_database_error` maps it to a
 class, and falls back to the message texts upstream PgQue's client matches, so
-the mapping also works against upstream's SQL.
+the mapping also works against upstream's SQL. PostgreSQL's own data
+exceptions (SQLSTATE class 22: a value that does not cast, is out of range or
+cannot be stored, such as a NUL character in text) are
+:class:`PgqueInvalidArgument`.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class PgqueError(Exception):
     sqlstate: str | None = None
     #: The stable pgque code from the error's DETAIL (``queue_not_found`` ...), if any.
     code: str | None = None
+    #: The database error's HINT (what to do about it), if any.
+    hint: str | None = None
 
     def __init__(self, *args: object) -> None:
         """Create the error; without arguments the class docstring is the message."""
@@ -126,6 +131,12 @@ def _class_for(exc: psycopg.Error) -> tuple[type[PgqueError], str | None]:
     for needle, cls in _BY_TEXT:
         if needle in text:
             return cls, None
+    # Data exceptions, and psycopg's own refusal of a value (a NUL in text), which
+    # never reaches the server and so has no SQLSTATE.
+    if (exc.sqlstate or "").startswith("22") or (
+        exc.sqlstate is None and isinstance(exc, psycopg.DataError)
+    ):
+        return PgqueInvalidArgument, None
     return PgqueError, None
 
 
@@ -140,6 +151,7 @@ def from_database_error(exc: psycopg.Error) -> PgqueError:
     error = cls(message)
     error.sqlstate = exc.sqlstate
     error.code = code
+    error.hint = exc.diag.message_hint
     return error
 
 

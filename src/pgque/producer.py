@@ -23,7 +23,9 @@ field of each message, as :mod:`pgque.tracing` describes.
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -36,6 +38,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from pgque import tracing
 from pgque._queries import LiteralString, query
+from pgque._text import nul_error
 from pgque.errors import (
     PgqueConnectionError,
     PgqueInvalidArgument,
@@ -63,12 +66,16 @@ _POOL_DEFAULTS: dict[str, Any] = {"min_size": 1, "max_size": 8, "name": "pgque-p
 def _check_queue(queue: object) -> str:
     if not isinstance(queue, str) or not queue:
         raise PgqueInvalidArgument(f"queue must be a non-empty string, got {queue!r}")
+    if "\x00" in queue:
+        raise nul_error("queue", queue)
     return queue
 
 
 def _check_type(value: object, what: str = "type") -> str:
     if not isinstance(value, str) or not value:
         raise PgqueInvalidArgument(f"{what} must be a non-empty string, got {value!r}")
+    if "\x00" in value:
+        raise nul_error(what, value)
     return value
 
 
@@ -83,6 +90,9 @@ def _check_extras(extras: object, what: str = "extras") -> Extras:
         raise PgqueInvalidArgument(
             f"{what} must be 4 values (ev_extra1..4), each a str or None, got {extras!r}"
         )
+    for i, extra in enumerate(extras):
+        if extra is not None and "\x00" in extra:
+            raise nul_error(f"{what}[{i}]", extra)
     return (extras[0], extras[1], extras[2], extras[3])
 
 
@@ -120,6 +130,8 @@ def _encode_one(encode: Callable[[Any], str], payload: Any, where: str = "payloa
         raise PgqueInvalidArgument(f"{where} cannot be serialised: {exc}") from exc
     if not isinstance(text, str):
         raise TypeError(f"the serializer returned {type(text).__name__}, not str, for {where}")
+    if "\x00" in text:
+        raise nul_error(where, text, payload=True)
     return text
 
 
@@ -132,17 +144,21 @@ def _encode_many(encode: Callable[[Any], str], payloads: Iterable[Any]) -> list[
     items = payloads if isinstance(payloads, list) else list(payloads)
     try:
         if encode is _encode_json:
-            return [p if p.__class__ is str else _encode_json(p) for p in items]
-        texts = [encode(p) for p in items]
+            texts = [p if p.__class__ is str else _encode_json(p) for p in items]
+        else:
+            texts = [encode(p) for p in items]
     except (TypeError, ValueError):
         for i, p in enumerate(items):  # again, to say which one
             _encode_one(encode, p, f"payloads[{i}]")
         raise  # pragma: no cover - the loop raises
-    if not all(t.__class__ is str for t in texts):
+    if encode is not _encode_json and not all(t.__class__ is str for t in texts):
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"the serializer returned {type(t).__name__}, not str,"
                                 f" for payloads[{i}]")  # fmt: skip
+    if any(map(operator.contains, texts, itertools.repeat("\x00"))):
+        i = next(i for i, t in enumerate(texts) if "\x00" in t)
+        raise nul_error(f"payloads[{i}]", texts[i], payload=True)
     return texts
 
 

@@ -230,6 +230,14 @@ create table if not exists pgque.partition_slot (
         references pgque.partition_consumer (queue_id, co_name) on delete cascade
 );
 
+-- Functions an owner allowed in queue_extra_maint besides pgque's own
+-- pgque.maint_*(text): maint() runs only these (register_maint_function()).
+-- Stored as schema-qualified names and resolved to OIDs at every use.
+create table if not exists pgque.maint_function (
+    mf_function       text primary key,
+    mf_registered_at  timestamptz not null default now()
+);
+
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 
@@ -287,6 +295,20 @@ begin
         end if;
     end loop;
 
+    -- The names of a queue's objects follow from its id, so no stored name
+    -- can point a definer function at another object (a queue row that
+    -- breaks this was changed by hand: the install stops on it).
+    if not exists (
+        select 1 from pg_catalog.pg_constraint
+         where conrelid = 'pgque.queue'::regclass and conname = 'queue_objects_follow_id')
+    then
+        alter table pgque.queue add constraint queue_objects_follow_id check (
+            queue_data_pfx = 'pgque.event_' || queue_id::text
+            and queue_event_seq = queue_data_pfx || '_id_seq'
+            and queue_tick_seq = queue_data_pfx || '_tick_seq');
+        v_fixes := v_fixes + 1;
+    end if;
+
     -- PgQ lets a consumer be registered before its first tick.
     if exists (
         select 1 from pg_catalog.pg_attribute
@@ -303,6 +325,9 @@ comment on function pgque.upgrade_schema() is
     'Brings tables of an earlier pgque install up to date; idempotent. Returns the number of fixes applied.';
 
 do $upgrade$ begin perform pgque.upgrade_schema(); end $upgrade$;
+
+-- Routines earlier versions had and this one does not.
+drop function if exists pgque._xid8_to_int8(xid8);
 
 -- file: structure/types.sql
 -- Types of the modern API.
@@ -335,6 +360,7 @@ comment on type pgque.message is
 create or replace function pgque.version()
 returns text
 language sql immutable
+set search_path = pgque, pg_catalog, pg_temp
 as $$ select '0.1.0'::text $$;
 comment on function pgque.version() is
     'The installed pgque version.';
@@ -342,6 +368,7 @@ comment on function pgque.version() is
 create or replace function pgque.quote_fqname(i_name text)
 returns text
 language sql immutable strict
+set search_path = pgque, pg_catalog, pg_temp
 as $$
     -- The first dot splits schema from name; an unqualified name is in public.
     select case
@@ -354,10 +381,14 @@ $$;
 comment on function pgque.quote_fqname(text) is
     'Quotes a possibly schema-qualified name (the first dot splits; no schema means public).';
 
+-- seq_getval and seq_setval run with the caller's rights, as PgQ's do: they
+-- take any sequence name, so a definer version would reach other users'
+-- sequences. pgque's own callers are definer functions and pass names
+-- proven by _queue_relation().
 create or replace function pgque.seq_getval(i_seq_name text)
 returns bigint
 language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_value bigint;
@@ -374,7 +405,7 @@ comment on function pgque.seq_getval(text) is
 create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
 returns bigint
 language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_current bigint;
@@ -390,11 +421,23 @@ $$;
 comment on function pgque.seq_setval(text, bigint) is
     'Moves a sequence forward to the given value; never moves it back. Returns the resulting value.';
 
--- Internal: the xid8 value as bigint (txids fit in 63 bits).
-create or replace function pgque._xid8_to_int8(i_xid xid8)
+-- Internal: seq_setval for a sequence a definer function has proven to be
+-- pgque's own (see _queue_relation): moves it forward, never back.
+create or replace function pgque._seq_forward(i_seq regclass, i_new_value bigint)
 returns bigint
-language sql immutable strict parallel safe
-as $$ select i_xid::text::bigint $$;
+language plpgsql strict
+as $$
+declare
+    v_current bigint;
+begin
+    execute pg_catalog.format('select last_value from %s', i_seq) into v_current;
+    if i_new_value > v_current then
+        perform pg_catalog.setval(i_seq, i_new_value);
+        return i_new_value;
+    end if;
+    return v_current;
+end
+$$;
 
 create or replace function pgque.log_event(
     i_level text, i_component text, i_message text, i_attrs jsonb default '{}')
@@ -438,6 +481,53 @@ begin
 end
 $$;
 
+-- Internal: an object of queue q, proven to be the queue's own before any
+-- definer function drops, truncates, locks, alters or moves it. i_part is
+-- 'data' (the parent event table), '0'..'n-1' (a child table), 'event_seq'
+-- or 'tick_seq'. The name is derived from the queue id, never taken from a
+-- stored string, and the object found must be in schema pgque (by OID) and
+-- of the right kind; tables must descend from pgque.event_template.
+create or replace function pgque._queue_relation(q pgque.queue, i_part text)
+returns regclass
+language plpgsql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text := 'event_' || q.queue_id::text;
+    v_kind "char" := 'r';
+    v_parent regclass := 'pgque.event_template'::regclass;
+    v_rel regclass;
+begin
+    case
+    when i_part = 'data' then
+        null;
+    when i_part = 'event_seq' then
+        v_name := v_name || '_id_seq';
+        v_kind := 'S';
+    when i_part = 'tick_seq' then
+        v_name := v_name || '_tick_seq';
+        v_kind := 'S';
+    when i_part ~ '^[0-9]+$' and i_part::integer < q.queue_ntables then
+        v_name := v_name || '_' || i_part;
+        v_parent := pgque._queue_relation(q, 'data');
+    else
+        raise exception 'pgque internal error: no queue object %', i_part
+            using detail = 'pgque:assertion_failed';
+    end case;
+    select c.oid into v_rel
+      from pg_catalog.pg_class c
+     where c.relnamespace = 'pgque'::regnamespace and c.relname = v_name and c.relkind = v_kind
+       and (v_kind = 'S' or exists (
+            select 1 from pg_catalog.pg_inherits i
+             where i.inhrelid = c.oid and i.inhparent = v_parent));
+    if v_rel is null then
+        raise exception 'pgque corruption: queue % has no % object pgque.%',
+            q.queue_name, i_part, v_name using detail = 'pgque:corruption';
+    end if;
+    return v_rel;
+end
+$$;
+
 create or replace function pgque.tune_storage(i_queue_name text)
 returns integer
 language plpgsql strict
@@ -456,7 +546,7 @@ begin
     for i in 0 .. q.queue_ntables - 1 loop
         execute format(
             'alter table %s set (fillfactor = 100, autovacuum_enabled = off, toast.autovacuum_enabled = off)',
-            pgque.quote_fqname(q.queue_data_pfx || '_' || i));
+            pgque._queue_relation(q, i::text));
     end loop;
     return 1;
 end
@@ -479,16 +569,16 @@ begin
         raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
     end if;
     for i in -1 .. q.queue_ntables - 1 loop
-        v_table := pgque.quote_fqname(case when i < 0 then q.queue_data_pfx
-                                           else q.queue_data_pfx || '_' || i end);
-        execute format('revoke all on %s from public', v_table);
-        execute format('grant select on %s to pgque_reader', v_table);
-        execute format('grant all on %s to pgque_admin', v_table);
+        v_table := pgque._queue_relation(q, case when i < 0 then 'data' else i::text end);
+        execute format('revoke all on %s from public, pgque_reader, pgque_writer, pgque_admin',
+                       v_table);
+        execute format('grant select on %s to pgque_reader, pgque_admin', v_table);
     end loop;
-    foreach v_table in array array[q.queue_event_seq, q.queue_tick_seq] loop
-        execute format('revoke all on sequence %s from public', pgque.quote_fqname(v_table));
-        execute format('grant select on sequence %s to pgque_reader', pgque.quote_fqname(v_table));
-        execute format('grant all on sequence %s to pgque_admin', pgque.quote_fqname(v_table));
+    foreach v_table in array array[pgque._queue_relation(q, 'event_seq')::text,
+                                   pgque._queue_relation(q, 'tick_seq')::text] loop
+        execute format('revoke all on sequence %s from public, pgque_reader, pgque_writer, pgque_admin',
+                       v_table);
+        execute format('grant select on sequence %s to pgque_reader, pgque_admin', v_table);
     end loop;
     return 1;
 end
@@ -509,20 +599,16 @@ begin
     perform pgque._check_queue_name(i_queue_name);
 
     -- A concurrent create of the same name waits here and then sees the row.
-    insert into pgque.queue (queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
-    values (i_queue_name, '', '', '')
-    on conflict (queue_name) do nothing
-    returning queue_id into v_id;
-    if v_id is null then
+    -- The object names follow from the id (a CHECK constraint holds them to it).
+    v_id := pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('pgque.queue', 'queue_id')::regclass);
+    v_base := 'event_' || v_id;
+    insert into pgque.queue (queue_id, queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
+    values (v_id, i_queue_name, 'pgque.' || v_base, 'pgque.' || v_base || '_id_seq',
+            'pgque.' || v_base || '_tick_seq')
+    on conflict (queue_name) do nothing;
+    if not found then
         return 0;
     end if;
-
-    v_base := 'event_' || v_id;
-    update pgque.queue
-       set queue_data_pfx = 'pgque.' || v_base,
-           queue_event_seq = 'pgque.' || v_base || '_id_seq',
-           queue_tick_seq = 'pgque.' || v_base || '_tick_seq'
-     where queue_id = v_id;
 
     execute format('create sequence pgque.%I', v_base || '_id_seq');
     execute format('create sequence pgque.%I', v_base || '_tick_seq');
@@ -566,13 +652,26 @@ begin
     end if;
 
     if coalesce(x_force, false) then
+        -- Cooperative members before their group's main consumer (which
+        -- refuses to go while members remain); a member's open batch is
+        -- closed through the nack policy, whose rows go with the queue.
         for v_consumer in
             select c.co_name
               from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
              where s.sub_queue = q.queue_id
-             order by c.co_name
+             order by s.sub_role = 'coop_member' desc, c.co_name
         loop
-            perform pgque.unregister_consumer(x_queue_name, v_consumer);
+            if pg_catalog.strpos(v_consumer, '.') > 0 and exists (
+                select 1 from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+                 where s.sub_queue = q.queue_id and c.co_name = v_consumer
+                   and s.sub_role = 'coop_member')
+            then
+                perform pgque.unregister_subconsumer(
+                    x_queue_name, pg_catalog.split_part(v_consumer, '.', 1),
+                    pg_catalog.split_part(v_consumer, '.', 2), 1);
+            else
+                perform pgque.unregister_consumer(x_queue_name, v_consumer);
+            end if;
         end loop;
     elsif exists (select 1 from pgque.subscription where sub_queue = q.queue_id) then
         raise exception 'cannot drop queue, consumers still attached'
@@ -582,13 +681,13 @@ begin
     -- Quietly: DROP ... CASCADE would report each child table as a NOTICE.
     v_messages := pg_catalog.current_setting('client_min_messages');
     perform pg_catalog.set_config('client_min_messages', 'warning', true);
-    execute format('drop table %s cascade', pgque.quote_fqname(q.queue_data_pfx));
+    execute format('drop table %s cascade', pgque._queue_relation(q, 'data'));
     perform pg_catalog.set_config('client_min_messages', v_messages, true);
     delete from pgque.retry_queue where ev_queue = q.queue_id;
     delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;
-    execute format('drop sequence %s', pgque.quote_fqname(q.queue_event_seq));
-    execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
+    execute format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
+                   pgque._queue_relation(q, 'tick_seq'));
     delete from pgque.queue where queue_id = q.queue_id;
     perform pgque._rebuild_insert_router();
     perform pgque.log_event('info', 'queue', 'dropped',
@@ -617,6 +716,8 @@ declare
     v_queue_id integer;
     v_int integer;
     v_interval interval;
+    v_functions text[];
+    v_function text;
 begin
     if x_queue_name is null or x_param_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
@@ -674,6 +775,22 @@ begin
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
+    when 'disable_insert' then
+        update pgque.queue set queue_disable_insert = coalesce(x_param_value::boolean, false)
+         where queue_id = v_queue_id;
+    when 'extra_maint' then
+        -- A text[] literal of function names; each must be one maint() may run.
+        v_functions := x_param_value::text[];
+        select f into v_function from pg_catalog.unnest(v_functions) f
+         where f is null or pgque._allowed_maint_function(f) is null
+         limit 1;
+        if found then
+            raise exception 'set_queue_config: extra_maint: % is not pgque''s own maint_* function nor one registered with pgque.register_maint_function()',
+                coalesce(v_function, 'NULL')
+                using detail = 'pgque:invalid_argument',
+                      hint = 'The database owner allows a function f(text) returning integer with select pgque.register_maint_function(''f(text)'').';
+        end if;
+        update pgque.queue set queue_extra_maint = v_functions where queue_id = v_queue_id;
     when 'event_ttl' then
         v_interval := x_param_value::interval;
         if v_interval <= interval '0' then
@@ -1086,7 +1203,9 @@ begin
     values (i_queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), v_seq)
     returning tick_id into v_tick_id;
 
-    perform pg_catalog.pg_notify('pgque_' || q.queue_name, v_tick_id::text);
+    -- A wake-up only: the payload is empty, since any role that can connect
+    -- may LISTEN (docs/operations.md, "Security model").
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, '');
     return v_tick_id;
 end
 $$;
@@ -1180,9 +1299,9 @@ begin
 
     insert into pgque.tick (tick_queue, tick_id, tick_time, tick_event_seq)
     values (q.queue_id, i_tick_id, i_orig_timestamp, i_event_seq);
-    perform pgque.seq_setval(q.queue_tick_seq, i_tick_id);
-    perform pgque.seq_setval(q.queue_event_seq, i_event_seq);
-    perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
+    perform pgque._seq_forward(pgque._queue_relation(q, 'tick_seq'), i_tick_id);
+    perform pgque._seq_forward(pgque._queue_relation(q, 'event_seq'), i_event_seq);
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, '');
     return i_tick_id;
 end
 $$;
@@ -1197,6 +1316,7 @@ as $$
 declare
     q pgque.queue%rowtype;
     v_last_tick bigint;
+    v_seq regclass;
 begin
     select * into q from pgque.queue where queue_name = i_queue_name;
     if not found then
@@ -1209,8 +1329,8 @@ begin
         return v_last_tick;
     end if;
     -- No tick here: make the next ticker() call see "many new events".
-    perform pg_catalog.setval(q.queue_event_seq::regclass,
-        pg_catalog.nextval(q.queue_event_seq::regclass) + 2 * q.queue_ticker_max_count + 1000);
+    v_seq := pgque._queue_relation(q, 'event_seq');
+    perform pg_catalog.setval(v_seq, pg_catalog.nextval(v_seq) + 2 * q.queue_ticker_max_count + 1000);
     return v_last_tick;
 end
 $$;
@@ -1316,6 +1436,28 @@ comment on function pgque.ticker_eager(text, interval) is
 -- file: functions/consumer.sql
 -- Registering and unregistering consumers.
 
+-- Internal: the id of the queue a consumer registers on, or the error for a
+-- missing one: PgQ's text (clients match it), with the queue's name appended
+-- when i_named (the modern API) and always in the HINT.
+create or replace function pgque._registration_queue(i_queue text, i_named boolean)
+returns integer
+language plpgsql stable
+as $$
+declare
+    v_queue_id integer;
+begin
+    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception '%', 'Event queue not created yet'
+                             || case when i_named then ': ' || coalesce(i_queue, '<NULL>') else '' end
+            using detail = 'pgque:queue_not_found',
+                  hint = 'There is no queue ' || coalesce(pg_catalog.quote_literal(i_queue), 'NULL')
+                         || '; create it with pgque.create_queue(), or check the name.';
+    end if;
+    return v_queue_id;
+end
+$$;
+
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
 returns integer
@@ -1327,10 +1469,7 @@ declare
     v_co_id integer;
     v_tick_id bigint;
 begin
-    select queue_id into v_queue_id from pgque.queue where queue_name = x_queue_name;
-    if not found then
-        raise exception 'Event queue not created yet' using detail = 'pgque:queue_not_found';
-    end if;
+    v_queue_id := pgque._registration_queue(x_queue_name, false);
     if coalesce(x_consumer_name, '') = '' then
         raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
@@ -1520,7 +1659,10 @@ begin
     if not found then
         raise exception 'Not subscriber to queue: %/%',
             coalesce(i_queue_name, 'NULL'), coalesce(i_consumer_name, 'NULL')
-            using detail = 'pgque:consumer_not_found';
+            using detail = 'pgque:consumer_not_found',
+                  hint = 'Subscribe the consumer first: select pgque.subscribe('
+                         || coalesce(pg_catalog.quote_literal(i_queue_name), 'NULL') || ', '
+                         || coalesce(pg_catalog.quote_literal(i_consumer_name), 'NULL') || ');';
     end if;
     -- Cooperative groups hand out batches through their own functions.
     if s.sub_role = 'coop_main' then
@@ -2047,8 +2189,8 @@ begin
         end if;
     end if;
 
-    v_next_table := pgque.quote_fqname(
-        q.queue_data_pfx || '_' || ((q.queue_cur_table + 1) % q.queue_ntables));
+    v_next_table := pgque._queue_relation(
+        q, ((q.queue_cur_table + 1) % q.queue_ntables)::text);
     begin
         execute 'lock table ' || v_next_table || ' in access exclusive mode nowait';
     exception when lock_not_available then
@@ -2147,9 +2289,12 @@ begin
          order by queue_name
     loop
         foreach v_func in array q.queue_extra_maint loop
-            func_name := v_func;
-            func_arg := q.queue_name;
-            return next;
+            -- Only what maint() itself would run: a daemon runs these as it is.
+            if pgque._allowed_maint_function(v_func) is not null then
+                func_name := v_func;
+                func_arg := q.queue_name;
+                return next;
+            end if;
         end loop;
     end loop;
 
@@ -2163,37 +2308,98 @@ $$;
 comment on function pgque.maint_operations() is
     'What a maintenance daemon should run, each call in its own transaction: (func_name, func_arg) rows.';
 
--- Internal: runs one queue_extra_maint function, when it is safe to.
+-- Internal: the function a queue_extra_maint entry names, when maint() may
+-- run it: pgque's own pgque.maint_*(text), or one an owner registered with
+-- register_maint_function(). Compared by OID, never by name. NULL otherwise.
+create or replace function pgque._allowed_maint_function(i_function text)
+returns regprocedure
+language plpgsql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_proc regprocedure;
+begin
+    begin
+        v_proc := pg_catalog.to_regprocedure(i_function || '(text)');
+    exception when others then
+        return null;  -- not a function name at all
+    end;
+    if v_proc is null then
+        return null;
+    end if;
+    if exists (select 1 from pg_catalog.pg_proc p
+                where p.oid = v_proc and p.pronamespace = 'pgque'::regnamespace
+                  and p.proname like 'maint\_%')
+       or exists (select 1 from pgque.maint_function m
+                   where pg_catalog.to_regprocedure(m.mf_function || '(text)') = v_proc)
+    then
+        return v_proc;
+    end if;
+    return null;
+end
+$$;
+
+-- Internal: runs one queue_extra_maint function, when it is allowed to.
 create or replace function pgque._run_extra_maint(i_function text, i_queue_name text)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_proc regprocedure;
-    v_owner name;
-    v_maint_owner name;
+    v_proc regprocedure := pgque._allowed_maint_function(i_function);
     v_result integer;
 begin
-    begin
-        v_proc := (i_function || '(text)')::regprocedure;
-    exception when others then
-        raise warning 'pgque.maint: skipping % — invalid regprocedure: %', i_function, sqlerrm;
-        return 0;
-    end;
-    select pg_catalog.pg_get_userbyid(proowner) into v_owner
-      from pg_catalog.pg_proc where oid = v_proc;
-    select pg_catalog.pg_get_userbyid(proowner) into v_maint_owner
-      from pg_catalog.pg_proc where oid = 'pgque.maint()'::regprocedure;
-    if v_owner <> v_maint_owner then
-        raise warning 'pgque.maint: skipping % — owner % is not maint() owner %',
-            i_function, v_owner, v_maint_owner;
+    if v_proc is null then
+        raise warning 'pgque.maint: skipping % for queue %: not pgque''s own maint_* function and not registered with pgque.register_maint_function()',
+            i_function, i_queue_name;
         return 0;
     end if;
-    execute format('select %s($1)', v_proc::regproc) into v_result using i_queue_name;
+    execute pg_catalog.format('select %s($1)', v_proc::regproc) into v_result using i_queue_name;
     return coalesce(v_result, 0);
 end
 $$;
+
+create or replace function pgque.register_maint_function(i_function regprocedure)
+returns integer
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_proc record;
+begin
+    select n.nspname, p.proname, p.pronargs, p.proargtypes, p.prorettype, p.prokind
+      into v_proc
+      from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+     where p.oid = i_function;
+    if v_proc.prokind <> 'f' or v_proc.pronargs <> 1
+       or v_proc.proargtypes[0] <> 'pg_catalog.text'::regtype
+       or v_proc.prorettype not in ('pg_catalog.int4'::regtype, 'pg_catalog.int8'::regtype)
+    then
+        raise exception 'register_maint_function: % must be a function taking one text argument (the queue name) and returning integer',
+            i_function using detail = 'pgque:invalid_argument';
+    end if;
+    insert into pgque.maint_function (mf_function)
+    values (pg_catalog.quote_ident(v_proc.nspname) || '.' || pg_catalog.quote_ident(v_proc.proname))
+    on conflict do nothing;
+    return case when found then 1 else 0 end;
+end
+$$;
+comment on function pgque.register_maint_function(regprocedure) is
+    'Owner only: allows a function f(queue text) returning integer in queue_extra_maint (set with set_queue_config(queue, ''extra_maint'', ...)); maint() runs it as pgque''s owner. Returns 1, or 0 when already allowed.';
+
+create or replace function pgque.unregister_maint_function(i_function regprocedure)
+returns integer
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    delete from pgque.maint_function m
+     where pg_catalog.to_regprocedure(m.mf_function || '(text)') = i_function;
+    return case when found then 1 else 0 end;
+end
+$$;
+comment on function pgque.unregister_maint_function(regprocedure) is
+    'Owner only: withdraws a register_maint_function() permission; maint() skips the function from then on. Returns 1, or 0 when it was not registered.';
 
 create or replace function pgque.maint()
 returns integer
@@ -2354,6 +2560,7 @@ returns setof record
 language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
+set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_sql text;
@@ -2377,6 +2584,7 @@ create or replace function pgque.get_batch_cursor(
 returns setof record
 language sql strict
 security invoker
+set search_path = pgque, pg_catalog, pg_temp
 as $$ select * from pgque.get_batch_cursor(i_batch_id, i_cursor_name, i_quick_limit, null) $$;
 comment on function pgque.get_batch_cursor(bigint, text, int4) is
     'Opens a cursor over the batch''s events and returns the first i_quick_limit rows; FETCH the rest.';
@@ -2792,6 +3000,10 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    if queue = '' then
+        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque._registration_queue(queue, true);
     if pg_catalog.strpos(consumer, '#') > 0 then
         raise exception 'consumer name must not contain the reserved character #: %', consumer
             using detail = 'pgque:invalid_argument';
@@ -2856,6 +3068,11 @@ begin
     if pgque._is_slot_consumer(i_consumer) then
         raise exception 'consumer % is a partition slot consumer; use pgque.receive_partitioned()',
             i_consumer using detail = 'pgque:partition_slot';
+    end if;
+    -- A missing queue is reported as such, not as a missing subscription.
+    perform 1 from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
     end if;
     loop
         v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
@@ -2954,7 +3171,7 @@ as $$
 declare
     v_event pgque.event_template;
     v_max_retries integer;
-    v_seconds integer;
+    v_seconds bigint;
 begin
     select coalesce(q.queue_max_retries, 5) into v_max_retries
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
@@ -2962,8 +3179,10 @@ begin
     if not found then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
     end if;
-    if i_retry_after is null or i_retry_after < interval '0' then
-        raise exception 'nack: retry_after must be a non-negative interval, got % (batch %)',
+    -- The bound keeps the retry time far inside timestamptz's range.
+    if i_retry_after is null or i_retry_after < interval '0'
+       or i_retry_after > interval '100 years' then
+        raise exception 'nack: retry_after must be a non-negative interval of at most 100 years, got % (batch %)',
             coalesce(i_retry_after::text, 'NULL'), i_batch_id
             using detail = 'pgque:invalid_argument';
     end if;
@@ -2976,7 +3195,7 @@ begin
     if coalesce(v_event.ev_retry, 0) >= v_max_retries then
         return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'max retries exceeded'));
     end if;
-    v_seconds := ceil(extract(epoch from i_retry_after))::integer;
+    v_seconds := pg_catalog.ceil(extract(epoch from i_retry_after))::bigint;
     perform pgque._retry_batch_events(i_batch_id, array[i_msg_id],
                                       current_timestamp + v_seconds * interval '1 second');
     return 1;
@@ -3064,17 +3283,28 @@ comment on function pgque.event_dead(bigint, bigint, text, timestamptz, xid8, in
 
 create or replace function pgque.dlq_inspect(i_queue_name text, i_limit_count integer default 100)
 returns setof pgque.dead_letter
-language sql stable
+language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select d.* from pgque.dead_letter d
-      join pgque.queue q on q.queue_id = d.dl_queue_id
-     where q.queue_name = i_queue_name
-     order by d.dl_time desc, d.dl_id desc
-     limit i_limit_count
+begin
+    if i_queue_name is null then
+        raise exception 'dlq_inspect: queue name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_limit_count < 0 then
+        raise exception 'dlq_inspect: limit_count must be >= 0 (NULL: no limit), got % (queue %)',
+            i_limit_count, i_queue_name using detail = 'pgque:invalid_argument';
+    end if;
+    return query
+        select d.* from pgque.dead_letter d
+          join pgque.queue q on q.queue_id = d.dl_queue_id
+         where q.queue_name = i_queue_name
+         order by d.dl_time desc, d.dl_id desc
+         limit i_limit_count;
+end
 $$;
 comment on function pgque.dlq_inspect(text, integer) is
-    'The queue''s newest dead letters first (no rows for an unknown queue).';
+    'The queue''s newest dead letters first, at most i_limit_count (NULL: all); no rows for an unknown queue.';
 
 -- Internal: replays one locked dead letter as a new event and deletes it.
 create or replace function pgque._dlq_replay_row(i_dl pgque.dead_letter)
@@ -3123,6 +3353,10 @@ as $$
 declare
     v_dl pgque.dead_letter;
 begin
+    if i_queue_name is null then
+        raise exception 'dlq_replay_all: queue name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
     replayed := 0;
     failed := 0;
     -- Entries a concurrent replay holds are skipped, not waited for.
@@ -3154,16 +3388,24 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_count integer;
+    v_cutoff timestamptz;
 begin
+    if i_queue_name is null then
+        raise exception 'dlq_purge: queue name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
     if i_older_than is null or i_older_than < interval '0' then
         raise exception 'dlq_purge: older_than must be a non-negative interval, got % (queue %)',
             coalesce(i_older_than::text, 'NULL'), i_queue_name
             using detail = 'pgque:invalid_argument';
     end if;
+    -- An age beyond the calendar (timestamptz starts in 4713 BC) purges nothing.
+    v_cutoff := case when i_older_than >= interval '6000 years' then '-infinity'::timestamptz
+                     else now() - i_older_than end;
     delete from pgque.dead_letter d
      using pgque.queue q
      where q.queue_id = d.dl_queue_id and q.queue_name = i_queue_name
-       and d.dl_time < now() - i_older_than;
+       and d.dl_time < v_cutoff;
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -3225,6 +3467,7 @@ declare
     v_co_id integer;
     v_created integer := 0;
 begin
+    perform pgque._registration_queue(i_queue, true);
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_role, s.sub_batch into v_main
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
@@ -3426,6 +3669,10 @@ declare
     v_dead record;
     v_next record;
 begin
+    if i_dead_interval < interval '0' then
+        raise exception 'dead_interval must be a non-negative interval or NULL, got % (consumer % on queue %)',
+            i_dead_interval, v_member_name, i_queue using detail = 'pgque:invalid_argument';
+    end if;
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_batch, s.sub_last_tick, s.sub_next_tick
       into v_member
       from pgque.subscription s
@@ -3467,7 +3714,7 @@ begin
           from pgque.subscription s
          where s.sub_queue = v_member.sub_queue and s.sub_id = v_member.sub_id
            and s.sub_role = 'coop_member' and s.sub_batch is not null
-           and s.sub_active < now() - i_dead_interval
+           and now() - s.sub_active > i_dead_interval  -- no overflow for any interval
          order by s.sub_active
          limit 1
            for no key update skip locked;
@@ -3575,6 +3822,27 @@ comment on function pgque.receive_coop(text, text, text, integer, interval) is
 -- a concurrent send of the same key waits for the first transaction, then
 -- either sees its event (deduped) or, if it rolled back, claims the key
 -- itself. No advisory lock; the claim lives and dies with its transaction.
+--
+-- Any string is a key. Keys of up to 512 bytes are stored as given, so claims
+-- made by earlier versions keep matching; longer keys would not fit a btree
+-- entry, so they are stored as chr(1) || 'sha256:' || their SHA-256 in hex.
+-- A key that itself starts with that prefix is hashed too: no key stored as
+-- given can take a digest's form, and two keys share a stored form only if
+-- SHA-256 collides.
+
+-- Internal: how a key is stored in pgque.idem (see above).
+create or replace function pgque._idem_stored_key(i_key text)
+returns text
+language sql immutable parallel safe
+as $$
+    select case
+        when pg_catalog.octet_length(i_key) <= 512
+             and not pg_catalog.starts_with(i_key, pg_catalog.chr(1) || 'sha256:')
+        then i_key
+        else pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
+                 pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
+    end
+$$;
 
 -- Internal: the body of both send_idem overloads.
 create or replace function pgque._send_idem(
@@ -3586,18 +3854,23 @@ declare
     q record;
     v_id bigint;
     v_claimed bigint;
+    v_key text;
 begin
     if i_idem_key is null then
         raise exception 'idem_key must not be null' using detail = 'pgque:invalid_argument';
     end if;
-    if i_ttl is null or i_ttl <= interval '0' then
-        raise exception 'ttl must be a positive interval' using detail = 'pgque:invalid_argument';
+    -- The bound keeps expires_at far inside timestamptz's range.
+    if i_ttl is null or i_ttl <= interval '0' or i_ttl > interval '100 years' then
+        raise exception 'ttl must be a positive interval of at most 100 years, got % (queue %)',
+            coalesce(i_ttl::text, 'NULL'), coalesce(i_queue, '<NULL>')
+            using detail = 'pgque:invalid_argument';
     end if;
     select queue_id, queue_event_seq, queue_extra_maint into q
       from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
     end if;
+    v_key := pgque._idem_stored_key(i_idem_key);
     -- First use: maint() reaps this queue's expired keys from now on.
     if not 'pgque.maint_idem' = any (coalesce(q.queue_extra_maint, '{}')) then
         update pgque.queue
@@ -3609,7 +3882,7 @@ begin
 
     v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
     insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
-    values (q.queue_id, i_idem_key, v_id, now() + i_ttl)
+    values (q.queue_id, v_key, v_id, now() + i_ttl)
     on conflict (queue_id, idem_key) do update
        set event_id = excluded.event_id, expires_at = excluded.expires_at
      where i.expires_at <= now()
@@ -3618,7 +3891,7 @@ begin
     if v_claimed is null then
         -- A live claim exists: the send it made is the answer.
         select i.event_id into event_id from pgque.idem i
-         where i.queue_id = q.queue_id and i.idem_key = i_idem_key;
+         where i.queue_id = q.queue_id and i.idem_key = v_key;
         deduped := true;
         return;
     end if;
@@ -3895,9 +4168,9 @@ begin
     if coalesce(i_worker, '') = '' then
         raise exception 'worker id must not be empty' using detail = 'pgque:invalid_argument';
     end if;
-    if i_ttl is null or i_ttl < interval '1 second' then
-        raise exception 'lease ttl must be >= 1 second, got %', coalesce(i_ttl::text, 'NULL')
-            using detail = 'pgque:invalid_argument';
+    if i_ttl is null or i_ttl < interval '1 second' or i_ttl > interval '100 years' then
+        raise exception 'lease ttl must be >= 1 second and at most 100 years, got %',
+            coalesce(i_ttl::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
     select lease_owner, lease_until, epoch into v_lease from pgque.partition_slot
@@ -4062,6 +4335,7 @@ comment on view pgque.partition_slot_status is
 create or replace function pgque.ticker_lock_key()
 returns bigint
 language sql immutable
+set search_path = pgque, pg_catalog, pg_temp
 as $$
     -- 0x70677174, 'pgqt' in ASCII: next to the install lock 'pgqu'
     -- (1885827445), and not the per-queue tick lock class (1885827446).
@@ -4126,26 +4400,29 @@ as $$ select pg_catalog.round(1000.0 / i_period_ms, 2)::text $$;
 -- The loops are procedures so they can COMMIT after every tick; PostgreSQL
 -- allows that only in a procedure that runs as its caller and has no SET
 -- clause. So they run with the caller's rights (admin: ticker() and the
--- config table) and every name in them is schema-qualified.
+-- config table) and the caller's search_path, which may hold another
+-- role's schema before pg_catalog: every function, operator and type below
+-- is schema-qualified (OPERATOR(pg_catalog.+) and so on), which
+-- tests/security proves with a hostile schema first in the path.
 create or replace procedure pgque.ticker_loop_for(i_seconds integer)
 language plpgsql
 as $$
 declare
     v_key constant bigint := pgque.ticker_lock_key();
-    v_start constant timestamptz := pg_catalog.clock_timestamp();
-    v_end timestamptz;
-    v_next timestamptz;
-    v_step interval;
+    v_start constant pg_catalog.timestamptz := pg_catalog.clock_timestamp();
+    v_end pg_catalog.timestamptz;
+    v_next pg_catalog.timestamptz;
     v_have_lock boolean;
     v_rounds integer := 0;
     v_failures integer := 0;
-    v_last_error text;
+    v_last_error pg_catalog.text;
 begin
-    if i_seconds is null or i_seconds < 1 or i_seconds > 3600 then
+    if i_seconds is null or i_seconds OPERATOR(pg_catalog.<) 1
+       or i_seconds OPERATOR(pg_catalog.>) 3600 then
         raise exception 'ticker_loop_for: seconds must be between 1 and 3600, got %',
-            coalesce(i_seconds::text, 'NULL') using detail = 'pgque:invalid_argument';
+            coalesce(i_seconds::pg_catalog.text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    v_end := v_start + i_seconds * interval '1 second';
+    v_end := v_start OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => i_seconds);
     v_next := v_start;
     -- Inside a transaction block this fails at once (invalid transaction
     -- termination), before the session lock below is taken.
@@ -4154,13 +4431,7 @@ begin
     -- A loop of this session that failed half-way may have left the lock
     -- taken: reuse it instead of taking it a second time (which would need
     -- two unlocks).
-    v_have_lock := exists (
-        select 1 from pg_catalog.pg_locks l
-         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
-           and l.database = (select d.oid from pg_catalog.pg_database d
-                              where d.datname = pg_catalog.current_database())
-           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
-           and l.objsubid = 1 and l.granted);
+    v_have_lock := pgque._holds_ticker_lock();
 
     loop
         -- Another ticker holds the lock: idle, and try again next round.
@@ -4168,7 +4439,7 @@ begin
             v_have_lock := pg_catalog.pg_try_advisory_lock(v_key);
         end if;
         if v_have_lock then
-            v_rounds := v_rounds + 1;
+            v_rounds := v_rounds OPERATOR(pg_catalog.+) 1;
             begin
                 perform pgque.ticker();
             exception when query_canceled then
@@ -4178,9 +4449,9 @@ begin
                 raise;
             when others then
                 -- Keep ticking through a transient error; report it at the end.
-                v_failures := v_failures + 1;
+                v_failures := v_failures OPERATOR(pg_catalog.+) 1;
                 v_last_error := sqlerrm;
-                if v_failures = 1 then
+                if v_failures OPERATOR(pg_catalog.=) 1 then
                     perform pgque.log_event('error', 'ticker', 'ticker() failed in the ticker loop',
                         pg_catalog.jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate));
                 end if;
@@ -4188,18 +4459,14 @@ begin
         end if;
         commit;
 
-        -- The period is read every round: set_tick_period_ms() applies at once.
-        select pg_catalog.make_interval(secs => c.tick_period_ms / 1000.0) into v_step
-          from pgque.config c;
-        v_next := v_next + v_step;
-        -- A round that overran its slot skips the slots it missed.
-        while v_next <= pg_catalog.clock_timestamp() loop
-            v_next := v_next + v_step;
-        end loop;
-        exit when v_next >= v_end;
+        -- The next slot on the grid of tick_period_ms (read every round:
+        -- set_tick_period_ms() applies at once); a round that overran its
+        -- slot skips the slots it missed.
+        v_next := pgque._ticker_next_slot(v_next);
+        exit when v_next OPERATOR(pg_catalog.>=) v_end;
         begin
-            perform pg_catalog.pg_sleep(
-                pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp()));
+            perform pg_catalog.pg_sleep(pg_catalog.date_part('epoch',
+                v_next OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
         exception when query_canceled then
             if v_have_lock then
                 perform pg_catalog.pg_advisory_unlock(v_key);
@@ -4213,7 +4480,7 @@ begin
     if v_have_lock then
         perform pg_catalog.pg_advisory_unlock(v_key);
     end if;
-    if v_failures > 0 then
+    if v_failures OPERATOR(pg_catalog.>) 0 then
         -- Everything ticked so far is committed; this marks the run failed.
         raise exception 'pgque ticker loop: ticker() failed in % of % rounds; last error: %',
             v_failures, v_rounds, v_last_error using detail = 'pgque:ticker_failed';
@@ -4232,6 +4499,43 @@ end
 $$;
 comment on procedure pgque.ticker_loop() is
     'CALL outside a transaction block: 1000 / tick_period_ms calls of ticker() within about one second, committing after each (what the pg_cron ticker job runs every second).';
+
+-- Internal: whether this session holds the ticker lock already.
+create or replace function pgque._holds_ticker_lock()
+returns boolean
+language sql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select exists (
+        select 1 from pg_catalog.pg_locks l
+         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
+           and l.database = (select d.oid from pg_catalog.pg_database d
+                              where d.datname = pg_catalog.current_database())
+           and l.classid = (pgque.ticker_lock_key() >> 32)::oid
+           and l.objid = (pgque.ticker_lock_key() & 4294967295)::oid
+           and l.objsubid = 1 and l.granted)
+$$;
+
+-- Internal: the ticker loop's next slot after i_slot on the tick_period_ms
+-- grid that lies in the future.
+create or replace function pgque._ticker_next_slot(i_slot timestamptz)
+returns timestamptz
+language plpgsql volatile
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_step interval;
+    v_next timestamptz := i_slot;
+begin
+    select pg_catalog.make_interval(secs => c.tick_period_ms / 1000.0) into v_step
+      from pgque.config c;
+    v_next := v_next + v_step;
+    while v_next <= pg_catalog.clock_timestamp() loop
+        v_next := v_next + v_step;
+    end loop;
+    return v_next;
+end
+$$;
 
 create or replace function pgque.set_tick_period_ms(p_period_ms integer)
 returns integer
@@ -6912,7 +7216,7 @@ comment on function pgque._trigger_event(
 create or replace function pgque.jsontriga()
 returns trigger
 language plpgsql
-security invoker
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
     if pgque._trigger_event('json', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
@@ -6932,7 +7236,7 @@ comment on function pgque.jsontriga() is
 create or replace function pgque.logutriga()
 returns trigger
 language plpgsql
-security invoker
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
     if pgque._trigger_event('logu', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
@@ -6951,7 +7255,7 @@ comment on function pgque.logutriga() is
 create or replace function pgque.sqltriga()
 returns trigger
 language plpgsql
-security invoker
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
     if pgque._trigger_event('sql', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
@@ -6987,19 +7291,25 @@ to pgque_writer;
 -- Deny by default: PUBLIC gets nothing. pgque_reader consumes, pgque_writer
 -- produces (and cannot consume), pgque_admin (a member of both) manages
 -- queues and maintenance. Functions run as their owner (SECURITY DEFINER
--- with a pinned search_path), so the roles need EXECUTE only; readers may
--- also SELECT the tables, writers touch no table directly.
+-- with a pinned search_path), so the roles need EXECUTE only. Readers and
+-- admins may SELECT the tables; no pgque role may write, truncate, reference
+-- or put a trigger on any of them: every change of pgque's bookkeeping goes
+-- through a function that checks what it stores (docs/operations.md,
+-- "Security model").
 
 revoke all on all routines in schema pgque from public;
 revoke all on all tables in schema pgque from public;
 revoke all on all sequences in schema pgque from public;
 revoke all on schema pgque from public;
+-- Earlier versions granted the admin every table privilege: take them back.
+revoke all on all tables in schema pgque from pgque_reader, pgque_writer, pgque_admin;
+revoke all on all sequences in schema pgque from pgque_reader, pgque_writer, pgque_admin;
 
 grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
 grant select on all tables in schema pgque to pgque_reader;
 grant select on all sequences in schema pgque to pgque_reader;
-grant all on all tables in schema pgque to pgque_admin;
-grant all on all sequences in schema pgque to pgque_admin;
+grant select on all tables in schema pgque to pgque_admin;
+grant select on all sequences in schema pgque to pgque_admin;
 
 -- The admin may run every public function; internal helpers (names starting
 -- with an underscore) are reached only through the functions that use them.
@@ -7110,6 +7420,8 @@ begin
     for v_fn in
         select f from pg_catalog.unnest(array[
             pg_catalog.to_regprocedure('pgque.insert_event_bulk(text, text, text[])'),
+            pg_catalog.to_regprocedure('pgque.register_maint_function(regprocedure)'),
+            pg_catalog.to_regprocedure('pgque.unregister_maint_function(regprocedure)'),
             pg_catalog.to_regprocedure('pgque.uninstall()')]) f
          where f is not null
     loop

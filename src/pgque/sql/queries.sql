@@ -26,6 +26,12 @@ select pgque.send_batch(%s, %s, %s::jsonb[])
 -- name: send_batch_text
 select pgque.send_batch(%s, %s, %s::text[])
 
+-- name: send_json_text_extras
+select pgque.send(%s, %s, %s::json::text, %s, %s, %s, %s)
+
+-- name: send_batch_json_text
+select pgque.send_batch(%s, %s, %s::json[]::text[])
+
 -- name: send_batch_extras
 select pgque.send_batch(%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
 

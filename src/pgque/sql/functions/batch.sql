@@ -81,7 +81,10 @@ begin
     if not found then
         raise exception 'Not subscriber to queue: %/%',
             coalesce(i_queue_name, 'NULL'), coalesce(i_consumer_name, 'NULL')
-            using detail = 'pgque:consumer_not_found';
+            using detail = 'pgque:consumer_not_found',
+                  hint = 'Subscribe the consumer first: select pgque.subscribe('
+                         || coalesce(pg_catalog.quote_literal(i_queue_name), 'NULL') || ', '
+                         || coalesce(pg_catalog.quote_literal(i_consumer_name), 'NULL') || ');';
     end if;
     -- Cooperative groups hand out batches through their own functions.
     if s.sub_role = 'coop_main' then

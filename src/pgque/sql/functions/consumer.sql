@@ -1,5 +1,27 @@
 -- Registering and unregistering consumers.
 
+-- Internal: the id of the queue a consumer registers on, or the error for a
+-- missing one: PgQ's text (clients match it), with the queue's name appended
+-- when i_named (the modern API) and always in the HINT.
+create or replace function pgque._registration_queue(i_queue text, i_named boolean)
+returns integer
+language plpgsql stable
+as $$
+declare
+    v_queue_id integer;
+begin
+    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception '%', 'Event queue not created yet'
+                             || case when i_named then ': ' || coalesce(i_queue, '<NULL>') else '' end
+            using detail = 'pgque:queue_not_found',
+                  hint = 'There is no queue ' || coalesce(pg_catalog.quote_literal(i_queue), 'NULL')
+                         || '; create it with pgque.create_queue(), or check the name.';
+    end if;
+    return v_queue_id;
+end
+$$;
+
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
 returns integer
@@ -11,10 +33,7 @@ declare
     v_co_id integer;
     v_tick_id bigint;
 begin
-    select queue_id into v_queue_id from pgque.queue where queue_name = x_queue_name;
-    if not found then
-        raise exception 'Event queue not created yet' using detail = 'pgque:queue_not_found';
-    end if;
+    v_queue_id := pgque._registration_queue(x_queue_name, false);
     if coalesce(x_consumer_name, '') = '' then
         raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
     end if;

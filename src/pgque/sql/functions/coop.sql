@@ -51,6 +51,7 @@ declare
     v_co_id integer;
     v_created integer := 0;
 begin
+    perform pgque._registration_queue(i_queue, true);
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_role, s.sub_batch into v_main
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
@@ -252,6 +253,10 @@ declare
     v_dead record;
     v_next record;
 begin
+    if i_dead_interval < interval '0' then
+        raise exception 'dead_interval must be a non-negative interval or NULL, got % (consumer % on queue %)',
+            i_dead_interval, v_member_name, i_queue using detail = 'pgque:invalid_argument';
+    end if;
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_batch, s.sub_last_tick, s.sub_next_tick
       into v_member
       from pgque.subscription s
@@ -293,7 +298,7 @@ begin
           from pgque.subscription s
          where s.sub_queue = v_member.sub_queue and s.sub_id = v_member.sub_id
            and s.sub_role = 'coop_member' and s.sub_batch is not null
-           and s.sub_active < now() - i_dead_interval
+           and now() - s.sub_active > i_dead_interval  -- no overflow for any interval
          order by s.sub_active
          limit 1
            for no key update skip locked;

@@ -23,17 +23,28 @@ comment on function pgque.event_dead(bigint, bigint, text, timestamptz, xid8, in
 
 create or replace function pgque.dlq_inspect(i_queue_name text, i_limit_count integer default 100)
 returns setof pgque.dead_letter
-language sql stable
+language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-    select d.* from pgque.dead_letter d
-      join pgque.queue q on q.queue_id = d.dl_queue_id
-     where q.queue_name = i_queue_name
-     order by d.dl_time desc, d.dl_id desc
-     limit i_limit_count
+begin
+    if i_queue_name is null then
+        raise exception 'dlq_inspect: queue name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_limit_count < 0 then
+        raise exception 'dlq_inspect: limit_count must be >= 0 (NULL: no limit), got % (queue %)',
+            i_limit_count, i_queue_name using detail = 'pgque:invalid_argument';
+    end if;
+    return query
+        select d.* from pgque.dead_letter d
+          join pgque.queue q on q.queue_id = d.dl_queue_id
+         where q.queue_name = i_queue_name
+         order by d.dl_time desc, d.dl_id desc
+         limit i_limit_count;
+end
 $$;
 comment on function pgque.dlq_inspect(text, integer) is
-    'The queue''s newest dead letters first (no rows for an unknown queue).';
+    'The queue''s newest dead letters first, at most i_limit_count (NULL: all); no rows for an unknown queue.';
 
 -- Internal: replays one locked dead letter as a new event and deletes it.
 create or replace function pgque._dlq_replay_row(i_dl pgque.dead_letter)
@@ -82,6 +93,10 @@ as $$
 declare
     v_dl pgque.dead_letter;
 begin
+    if i_queue_name is null then
+        raise exception 'dlq_replay_all: queue name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
     replayed := 0;
     failed := 0;
     -- Entries a concurrent replay holds are skipped, not waited for.
@@ -113,16 +128,24 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_count integer;
+    v_cutoff timestamptz;
 begin
+    if i_queue_name is null then
+        raise exception 'dlq_purge: queue name must not be null'
+            using detail = 'pgque:invalid_argument';
+    end if;
     if i_older_than is null or i_older_than < interval '0' then
         raise exception 'dlq_purge: older_than must be a non-negative interval, got % (queue %)',
             coalesce(i_older_than::text, 'NULL'), i_queue_name
             using detail = 'pgque:invalid_argument';
     end if;
+    -- An age beyond the calendar (timestamptz starts in 4713 BC) purges nothing.
+    v_cutoff := case when i_older_than >= interval '6000 years' then '-infinity'::timestamptz
+                     else now() - i_older_than end;
     delete from pgque.dead_letter d
      using pgque.queue q
      where q.queue_id = d.dl_queue_id and q.queue_name = i_queue_name
-       and d.dl_time < now() - i_older_than;
+       and d.dl_time < v_cutoff;
     get diagnostics v_count = row_count;
     return v_count;
 end

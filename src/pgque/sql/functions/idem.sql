@@ -4,6 +4,27 @@
 -- a concurrent send of the same key waits for the first transaction, then
 -- either sees its event (deduped) or, if it rolled back, claims the key
 -- itself. No advisory lock; the claim lives and dies with its transaction.
+--
+-- Any string is a key. Keys of up to 512 bytes are stored as given, so claims
+-- made by earlier versions keep matching; longer keys would not fit a btree
+-- entry, so they are stored as chr(1) || 'sha256:' || their SHA-256 in hex.
+-- A key that itself starts with that prefix is hashed too: no key stored as
+-- given can take a digest's form, and two keys share a stored form only if
+-- SHA-256 collides.
+
+-- Internal: how a key is stored in pgque.idem (see above).
+create or replace function pgque._idem_stored_key(i_key text)
+returns text
+language sql immutable parallel safe
+as $$
+    select case
+        when pg_catalog.octet_length(i_key) <= 512
+             and not pg_catalog.starts_with(i_key, pg_catalog.chr(1) || 'sha256:')
+        then i_key
+        else pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
+                 pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
+    end
+$$;
 
 -- Internal: the body of both send_idem overloads.
 create or replace function pgque._send_idem(
@@ -15,18 +36,23 @@ declare
     q record;
     v_id bigint;
     v_claimed bigint;
+    v_key text;
 begin
     if i_idem_key is null then
         raise exception 'idem_key must not be null' using detail = 'pgque:invalid_argument';
     end if;
-    if i_ttl is null or i_ttl <= interval '0' then
-        raise exception 'ttl must be a positive interval' using detail = 'pgque:invalid_argument';
+    -- The bound keeps expires_at far inside timestamptz's range.
+    if i_ttl is null or i_ttl <= interval '0' or i_ttl > interval '100 years' then
+        raise exception 'ttl must be a positive interval of at most 100 years, got % (queue %)',
+            coalesce(i_ttl::text, 'NULL'), coalesce(i_queue, '<NULL>')
+            using detail = 'pgque:invalid_argument';
     end if;
     select queue_id, queue_event_seq, queue_extra_maint into q
       from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
     end if;
+    v_key := pgque._idem_stored_key(i_idem_key);
     -- First use: maint() reaps this queue's expired keys from now on.
     if not 'pgque.maint_idem' = any (coalesce(q.queue_extra_maint, '{}')) then
         update pgque.queue
@@ -38,7 +64,7 @@ begin
 
     v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
     insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
-    values (q.queue_id, i_idem_key, v_id, now() + i_ttl)
+    values (q.queue_id, v_key, v_id, now() + i_ttl)
     on conflict (queue_id, idem_key) do update
        set event_id = excluded.event_id, expires_at = excluded.expires_at
      where i.expires_at <= now()
@@ -47,7 +73,7 @@ begin
     if v_claimed is null then
         -- A live claim exists: the send it made is the answer.
         select i.event_id into event_id from pgque.idem i
-         where i.queue_id = q.queue_id and i.idem_key = i_idem_key;
+         where i.queue_id = q.queue_id and i.idem_key = v_key;
         deduped := true;
         return;
     end if;

@@ -200,9 +200,9 @@ begin
     if coalesce(i_worker, '') = '' then
         raise exception 'worker id must not be empty' using detail = 'pgque:invalid_argument';
     end if;
-    if i_ttl is null or i_ttl < interval '1 second' then
-        raise exception 'lease ttl must be >= 1 second, got %', coalesce(i_ttl::text, 'NULL')
-            using detail = 'pgque:invalid_argument';
+    if i_ttl is null or i_ttl < interval '1 second' or i_ttl > interval '100 years' then
+        raise exception 'lease ttl must be >= 1 second and at most 100 years, got %',
+            coalesce(i_ttl::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
     select lease_owner, lease_until, epoch into v_lease from pgque.partition_slot

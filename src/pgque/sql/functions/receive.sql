@@ -12,6 +12,10 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    if queue = '' then
+        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    perform pgque._registration_queue(queue, true);
     if pg_catalog.strpos(consumer, '#') > 0 then
         raise exception 'consumer name must not contain the reserved character #: %', consumer
             using detail = 'pgque:invalid_argument';
@@ -76,6 +80,11 @@ begin
     if pgque._is_slot_consumer(i_consumer) then
         raise exception 'consumer % is a partition slot consumer; use pgque.receive_partitioned()',
             i_consumer using detail = 'pgque:partition_slot';
+    end if;
+    -- A missing queue is reported as such, not as a missing subscription.
+    perform 1 from pgque.queue where queue_name = i_queue;
+    if not found then
+        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
     end if;
     loop
         v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
@@ -174,7 +183,7 @@ as $$
 declare
     v_event pgque.event_template;
     v_max_retries integer;
-    v_seconds integer;
+    v_seconds bigint;
 begin
     select coalesce(q.queue_max_retries, 5) into v_max_retries
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
@@ -182,8 +191,10 @@ begin
     if not found then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
     end if;
-    if i_retry_after is null or i_retry_after < interval '0' then
-        raise exception 'nack: retry_after must be a non-negative interval, got % (batch %)',
+    -- The bound keeps the retry time far inside timestamptz's range.
+    if i_retry_after is null or i_retry_after < interval '0'
+       or i_retry_after > interval '100 years' then
+        raise exception 'nack: retry_after must be a non-negative interval of at most 100 years, got % (batch %)',
             coalesce(i_retry_after::text, 'NULL'), i_batch_id
             using detail = 'pgque:invalid_argument';
     end if;
@@ -196,7 +207,7 @@ begin
     if coalesce(v_event.ev_retry, 0) >= v_max_retries then
         return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'max retries exceeded'));
     end if;
-    v_seconds := ceil(extract(epoch from i_retry_after))::integer;
+    v_seconds := pg_catalog.ceil(extract(epoch from i_retry_after))::bigint;
     perform pgque._retry_batch_events(i_batch_id, array[i_msg_id],
                                       current_timestamp + v_seconds * interval '1 second');
     return 1;
