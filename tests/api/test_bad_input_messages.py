@@ -140,6 +140,9 @@ def test_receive_from_a_missing_queue_reports_the_queue(
     assert raw.diag.message_detail == "pgque:queue_not_found"
     error, _ = refused(conn, "select * from pgque.receive(null, 'c')")
     assert str(error) == "queue not found: <NULL>"
+    error, _ = refused(conn, "select * from pgque.receive('', 'c')")
+    assert isinstance(error, pgque.PgqueInvalidArgument)
+    assert str(error) == "queue name must not be empty"
     # A queue that exists, a consumer that is not subscribed: what to run.
     error, raw = refused(conn, "select * from pgque.receive('q', 'nobody')")
     assert isinstance(error, pgque.PgqueConsumerNotFound)

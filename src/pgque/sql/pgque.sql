@@ -3070,6 +3070,9 @@ begin
             i_consumer using detail = 'pgque:partition_slot';
     end if;
     -- A missing queue is reported as such, not as a missing subscription.
+    if i_queue = '' then
+        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
     perform 1 from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
