@@ -115,6 +115,7 @@ returns setof record
 language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
+set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_sql text;
@@ -138,6 +139,7 @@ create or replace function pgque.get_batch_cursor(
 returns setof record
 language sql strict
 security invoker
+set search_path = pgque, pg_catalog, pg_temp
 as $$ select * from pgque.get_batch_cursor(i_batch_id, i_cursor_name, i_quick_limit, null) $$;
 comment on function pgque.get_batch_cursor(bigint, text, int4) is
     'Opens a cursor over the batch''s events and returns the first i_quick_limit rows; FETCH the rest.';

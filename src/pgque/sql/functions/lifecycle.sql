@@ -11,6 +11,7 @@
 create or replace function pgque.ticker_lock_key()
 returns bigint
 language sql immutable
+set search_path = pgque, pg_catalog, pg_temp
 as $$
     -- 0x70677174, 'pgqt' in ASCII: next to the install lock 'pgqu'
     -- (1885827445), and not the per-queue tick lock class (1885827446).
@@ -75,26 +76,29 @@ as $$ select pg_catalog.round(1000.0 / i_period_ms, 2)::text $$;
 -- The loops are procedures so they can COMMIT after every tick; PostgreSQL
 -- allows that only in a procedure that runs as its caller and has no SET
 -- clause. So they run with the caller's rights (admin: ticker() and the
--- config table) and every name in them is schema-qualified.
+-- config table) and the caller's search_path, which may hold another
+-- role's schema before pg_catalog: every function, operator and type below
+-- is schema-qualified (OPERATOR(pg_catalog.+) and so on), which
+-- tests/security proves with a hostile schema first in the path.
 create or replace procedure pgque.ticker_loop_for(i_seconds integer)
 language plpgsql
 as $$
 declare
     v_key constant bigint := pgque.ticker_lock_key();
-    v_start constant timestamptz := pg_catalog.clock_timestamp();
-    v_end timestamptz;
-    v_next timestamptz;
-    v_step interval;
+    v_start constant pg_catalog.timestamptz := pg_catalog.clock_timestamp();
+    v_end pg_catalog.timestamptz;
+    v_next pg_catalog.timestamptz;
     v_have_lock boolean;
     v_rounds integer := 0;
     v_failures integer := 0;
-    v_last_error text;
+    v_last_error pg_catalog.text;
 begin
-    if i_seconds is null or i_seconds < 1 or i_seconds > 3600 then
+    if i_seconds is null or i_seconds OPERATOR(pg_catalog.<) 1
+       or i_seconds OPERATOR(pg_catalog.>) 3600 then
         raise exception 'ticker_loop_for: seconds must be between 1 and 3600, got %',
-            coalesce(i_seconds::text, 'NULL') using detail = 'pgque:invalid_argument';
+            coalesce(i_seconds::pg_catalog.text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    v_end := v_start + i_seconds * interval '1 second';
+    v_end := v_start OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => i_seconds);
     v_next := v_start;
     -- Inside a transaction block this fails at once (invalid transaction
     -- termination), before the session lock below is taken.
@@ -103,13 +107,7 @@ begin
     -- A loop of this session that failed half-way may have left the lock
     -- taken: reuse it instead of taking it a second time (which would need
     -- two unlocks).
-    v_have_lock := exists (
-        select 1 from pg_catalog.pg_locks l
-         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
-           and l.database = (select d.oid from pg_catalog.pg_database d
-                              where d.datname = pg_catalog.current_database())
-           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
-           and l.objsubid = 1 and l.granted);
+    v_have_lock := pgque._holds_ticker_lock();
 
     loop
         -- Another ticker holds the lock: idle, and try again next round.
@@ -117,7 +115,7 @@ begin
             v_have_lock := pg_catalog.pg_try_advisory_lock(v_key);
         end if;
         if v_have_lock then
-            v_rounds := v_rounds + 1;
+            v_rounds := v_rounds OPERATOR(pg_catalog.+) 1;
             begin
                 perform pgque.ticker();
             exception when query_canceled then
@@ -127,9 +125,9 @@ begin
                 raise;
             when others then
                 -- Keep ticking through a transient error; report it at the end.
-                v_failures := v_failures + 1;
+                v_failures := v_failures OPERATOR(pg_catalog.+) 1;
                 v_last_error := sqlerrm;
-                if v_failures = 1 then
+                if v_failures OPERATOR(pg_catalog.=) 1 then
                     perform pgque.log_event('error', 'ticker', 'ticker() failed in the ticker loop',
                         pg_catalog.jsonb_build_object('error', sqlerrm, 'sqlstate', sqlstate));
                 end if;
@@ -137,18 +135,14 @@ begin
         end if;
         commit;
 
-        -- The period is read every round: set_tick_period_ms() applies at once.
-        select pg_catalog.make_interval(secs => c.tick_period_ms / 1000.0) into v_step
-          from pgque.config c;
-        v_next := v_next + v_step;
-        -- A round that overran its slot skips the slots it missed.
-        while v_next <= pg_catalog.clock_timestamp() loop
-            v_next := v_next + v_step;
-        end loop;
-        exit when v_next >= v_end;
+        -- The next slot on the grid of tick_period_ms (read every round:
+        -- set_tick_period_ms() applies at once); a round that overran its
+        -- slot skips the slots it missed.
+        v_next := pgque._ticker_next_slot(v_next);
+        exit when v_next OPERATOR(pg_catalog.>=) v_end;
         begin
-            perform pg_catalog.pg_sleep(
-                pg_catalog.date_part('epoch', v_next - pg_catalog.clock_timestamp()));
+            perform pg_catalog.pg_sleep(pg_catalog.date_part('epoch',
+                v_next OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
         exception when query_canceled then
             if v_have_lock then
                 perform pg_catalog.pg_advisory_unlock(v_key);
@@ -162,7 +156,7 @@ begin
     if v_have_lock then
         perform pg_catalog.pg_advisory_unlock(v_key);
     end if;
-    if v_failures > 0 then
+    if v_failures OPERATOR(pg_catalog.>) 0 then
         -- Everything ticked so far is committed; this marks the run failed.
         raise exception 'pgque ticker loop: ticker() failed in % of % rounds; last error: %',
             v_failures, v_rounds, v_last_error using detail = 'pgque:ticker_failed';
@@ -181,6 +175,43 @@ end
 $$;
 comment on procedure pgque.ticker_loop() is
     'CALL outside a transaction block: 1000 / tick_period_ms calls of ticker() within about one second, committing after each (what the pg_cron ticker job runs every second).';
+
+-- Internal: whether this session holds the ticker lock already.
+create or replace function pgque._holds_ticker_lock()
+returns boolean
+language sql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select exists (
+        select 1 from pg_catalog.pg_locks l
+         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
+           and l.database = (select d.oid from pg_catalog.pg_database d
+                              where d.datname = pg_catalog.current_database())
+           and l.classid = (pgque.ticker_lock_key() >> 32)::oid
+           and l.objid = (pgque.ticker_lock_key() & 4294967295)::oid
+           and l.objsubid = 1 and l.granted)
+$$;
+
+-- Internal: the ticker loop's next slot after i_slot on the tick_period_ms
+-- grid that lies in the future.
+create or replace function pgque._ticker_next_slot(i_slot timestamptz)
+returns timestamptz
+language plpgsql volatile
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_step interval;
+    v_next timestamptz := i_slot;
+begin
+    select pg_catalog.make_interval(secs => c.tick_period_ms / 1000.0) into v_step
+      from pgque.config c;
+    v_next := v_next + v_step;
+    while v_next <= pg_catalog.clock_timestamp() loop
+        v_next := v_next + v_step;
+    end loop;
+    return v_next;
+end
+$$;
 
 create or replace function pgque.set_tick_period_ms(p_period_ms integer)
 returns integer

@@ -50,8 +50,8 @@ begin
         end if;
     end if;
 
-    v_next_table := pgque.quote_fqname(
-        q.queue_data_pfx || '_' || ((q.queue_cur_table + 1) % q.queue_ntables));
+    v_next_table := pgque._queue_relation(
+        q, ((q.queue_cur_table + 1) % q.queue_ntables)::text);
     begin
         execute 'lock table ' || v_next_table || ' in access exclusive mode nowait';
     exception when lock_not_available then
@@ -150,9 +150,12 @@ begin
          order by queue_name
     loop
         foreach v_func in array q.queue_extra_maint loop
-            func_name := v_func;
-            func_arg := q.queue_name;
-            return next;
+            -- Only what maint() itself would run: a daemon runs these as it is.
+            if pgque._allowed_maint_function(v_func) is not null then
+                func_name := v_func;
+                func_arg := q.queue_name;
+                return next;
+            end if;
         end loop;
     end loop;
 
@@ -166,37 +169,98 @@ $$;
 comment on function pgque.maint_operations() is
     'What a maintenance daemon should run, each call in its own transaction: (func_name, func_arg) rows.';
 
--- Internal: runs one queue_extra_maint function, when it is safe to.
+-- Internal: the function a queue_extra_maint entry names, when maint() may
+-- run it: pgque's own pgque.maint_*(text), or one an owner registered with
+-- register_maint_function(). Compared by OID, never by name. NULL otherwise.
+create or replace function pgque._allowed_maint_function(i_function text)
+returns regprocedure
+language plpgsql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_proc regprocedure;
+begin
+    begin
+        v_proc := pg_catalog.to_regprocedure(i_function || '(text)');
+    exception when others then
+        return null;  -- not a function name at all
+    end;
+    if v_proc is null then
+        return null;
+    end if;
+    if exists (select 1 from pg_catalog.pg_proc p
+                where p.oid = v_proc and p.pronamespace = 'pgque'::regnamespace
+                  and p.proname like 'maint\_%')
+       or exists (select 1 from pgque.maint_function m
+                   where pg_catalog.to_regprocedure(m.mf_function || '(text)') = v_proc)
+    then
+        return v_proc;
+    end if;
+    return null;
+end
+$$;
+
+-- Internal: runs one queue_extra_maint function, when it is allowed to.
 create or replace function pgque._run_extra_maint(i_function text, i_queue_name text)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_proc regprocedure;
-    v_owner name;
-    v_maint_owner name;
+    v_proc regprocedure := pgque._allowed_maint_function(i_function);
     v_result integer;
 begin
-    begin
-        v_proc := (i_function || '(text)')::regprocedure;
-    exception when others then
-        raise warning 'pgque.maint: skipping % — invalid regprocedure: %', i_function, sqlerrm;
-        return 0;
-    end;
-    select pg_catalog.pg_get_userbyid(proowner) into v_owner
-      from pg_catalog.pg_proc where oid = v_proc;
-    select pg_catalog.pg_get_userbyid(proowner) into v_maint_owner
-      from pg_catalog.pg_proc where oid = 'pgque.maint()'::regprocedure;
-    if v_owner <> v_maint_owner then
-        raise warning 'pgque.maint: skipping % — owner % is not maint() owner %',
-            i_function, v_owner, v_maint_owner;
+    if v_proc is null then
+        raise warning 'pgque.maint: skipping % for queue %: not pgque''s own maint_* function and not registered with pgque.register_maint_function()',
+            i_function, i_queue_name;
         return 0;
     end if;
-    execute format('select %s($1)', v_proc::regproc) into v_result using i_queue_name;
+    execute pg_catalog.format('select %s($1)', v_proc::regproc) into v_result using i_queue_name;
     return coalesce(v_result, 0);
 end
 $$;
+
+create or replace function pgque.register_maint_function(i_function regprocedure)
+returns integer
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_proc record;
+begin
+    select n.nspname, p.proname, p.pronargs, p.proargtypes, p.prorettype, p.prokind
+      into v_proc
+      from pg_catalog.pg_proc p join pg_catalog.pg_namespace n on n.oid = p.pronamespace
+     where p.oid = i_function;
+    if v_proc.prokind <> 'f' or v_proc.pronargs <> 1
+       or v_proc.proargtypes[0] <> 'pg_catalog.text'::regtype
+       or v_proc.prorettype not in ('pg_catalog.int4'::regtype, 'pg_catalog.int8'::regtype)
+    then
+        raise exception 'register_maint_function: % must be a function taking one text argument (the queue name) and returning integer',
+            i_function using detail = 'pgque:invalid_argument';
+    end if;
+    insert into pgque.maint_function (mf_function)
+    values (pg_catalog.quote_ident(v_proc.nspname) || '.' || pg_catalog.quote_ident(v_proc.proname))
+    on conflict do nothing;
+    return case when found then 1 else 0 end;
+end
+$$;
+comment on function pgque.register_maint_function(regprocedure) is
+    'Owner only: allows a function f(queue text) returning integer in queue_extra_maint (set with set_queue_config(queue, ''extra_maint'', ...)); maint() runs it as pgque''s owner. Returns 1, or 0 when already allowed.';
+
+create or replace function pgque.unregister_maint_function(i_function regprocedure)
+returns integer
+language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    delete from pgque.maint_function m
+     where pg_catalog.to_regprocedure(m.mf_function || '(text)') = i_function;
+    return case when found then 1 else 0 end;
+end
+$$;
+comment on function pgque.unregister_maint_function(regprocedure) is
+    'Owner only: withdraws a register_maint_function() permission; maint() skips the function from then on. Returns 1, or 0 when it was not registered.';
 
 create or replace function pgque.maint()
 returns integer

@@ -20,6 +20,53 @@ begin
 end
 $$;
 
+-- Internal: an object of queue q, proven to be the queue's own before any
+-- definer function drops, truncates, locks, alters or moves it. i_part is
+-- 'data' (the parent event table), '0'..'n-1' (a child table), 'event_seq'
+-- or 'tick_seq'. The name is derived from the queue id, never taken from a
+-- stored string, and the object found must be in schema pgque (by OID) and
+-- of the right kind; tables must descend from pgque.event_template.
+create or replace function pgque._queue_relation(q pgque.queue, i_part text)
+returns regclass
+language plpgsql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text := 'event_' || q.queue_id::text;
+    v_kind "char" := 'r';
+    v_parent regclass := 'pgque.event_template'::regclass;
+    v_rel regclass;
+begin
+    case
+    when i_part = 'data' then
+        null;
+    when i_part = 'event_seq' then
+        v_name := v_name || '_id_seq';
+        v_kind := 'S';
+    when i_part = 'tick_seq' then
+        v_name := v_name || '_tick_seq';
+        v_kind := 'S';
+    when i_part ~ '^[0-9]+$' and i_part::integer < q.queue_ntables then
+        v_name := v_name || '_' || i_part;
+        v_parent := pgque._queue_relation(q, 'data');
+    else
+        raise exception 'pgque internal error: no queue object %', i_part
+            using detail = 'pgque:assertion_failed';
+    end case;
+    select c.oid into v_rel
+      from pg_catalog.pg_class c
+     where c.relnamespace = 'pgque'::regnamespace and c.relname = v_name and c.relkind = v_kind
+       and (v_kind = 'S' or exists (
+            select 1 from pg_catalog.pg_inherits i
+             where i.inhrelid = c.oid and i.inhparent = v_parent));
+    if v_rel is null then
+        raise exception 'pgque corruption: queue % has no % object pgque.%',
+            q.queue_name, i_part, v_name using detail = 'pgque:corruption';
+    end if;
+    return v_rel;
+end
+$$;
+
 create or replace function pgque.tune_storage(i_queue_name text)
 returns integer
 language plpgsql strict
@@ -38,7 +85,7 @@ begin
     for i in 0 .. q.queue_ntables - 1 loop
         execute format(
             'alter table %s set (fillfactor = 100, autovacuum_enabled = off, toast.autovacuum_enabled = off)',
-            pgque.quote_fqname(q.queue_data_pfx || '_' || i));
+            pgque._queue_relation(q, i::text));
     end loop;
     return 1;
 end
@@ -61,16 +108,16 @@ begin
         raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
     end if;
     for i in -1 .. q.queue_ntables - 1 loop
-        v_table := pgque.quote_fqname(case when i < 0 then q.queue_data_pfx
-                                           else q.queue_data_pfx || '_' || i end);
-        execute format('revoke all on %s from public', v_table);
-        execute format('grant select on %s to pgque_reader', v_table);
-        execute format('grant all on %s to pgque_admin', v_table);
+        v_table := pgque._queue_relation(q, case when i < 0 then 'data' else i::text end);
+        execute format('revoke all on %s from public, pgque_reader, pgque_writer, pgque_admin',
+                       v_table);
+        execute format('grant select on %s to pgque_reader, pgque_admin', v_table);
     end loop;
-    foreach v_table in array array[q.queue_event_seq, q.queue_tick_seq] loop
-        execute format('revoke all on sequence %s from public', pgque.quote_fqname(v_table));
-        execute format('grant select on sequence %s to pgque_reader', pgque.quote_fqname(v_table));
-        execute format('grant all on sequence %s to pgque_admin', pgque.quote_fqname(v_table));
+    foreach v_table in array array[pgque._queue_relation(q, 'event_seq')::text,
+                                   pgque._queue_relation(q, 'tick_seq')::text] loop
+        execute format('revoke all on sequence %s from public, pgque_reader, pgque_writer, pgque_admin',
+                       v_table);
+        execute format('grant select on sequence %s to pgque_reader, pgque_admin', v_table);
     end loop;
     return 1;
 end
@@ -91,20 +138,16 @@ begin
     perform pgque._check_queue_name(i_queue_name);
 
     -- A concurrent create of the same name waits here and then sees the row.
-    insert into pgque.queue (queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
-    values (i_queue_name, '', '', '')
-    on conflict (queue_name) do nothing
-    returning queue_id into v_id;
-    if v_id is null then
+    -- The object names follow from the id (a CHECK constraint holds them to it).
+    v_id := pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('pgque.queue', 'queue_id')::regclass);
+    v_base := 'event_' || v_id;
+    insert into pgque.queue (queue_id, queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
+    values (v_id, i_queue_name, 'pgque.' || v_base, 'pgque.' || v_base || '_id_seq',
+            'pgque.' || v_base || '_tick_seq')
+    on conflict (queue_name) do nothing;
+    if not found then
         return 0;
     end if;
-
-    v_base := 'event_' || v_id;
-    update pgque.queue
-       set queue_data_pfx = 'pgque.' || v_base,
-           queue_event_seq = 'pgque.' || v_base || '_id_seq',
-           queue_tick_seq = 'pgque.' || v_base || '_tick_seq'
-     where queue_id = v_id;
 
     execute format('create sequence pgque.%I', v_base || '_id_seq');
     execute format('create sequence pgque.%I', v_base || '_tick_seq');
@@ -148,13 +191,26 @@ begin
     end if;
 
     if coalesce(x_force, false) then
+        -- Cooperative members before their group's main consumer (which
+        -- refuses to go while members remain); a member's open batch is
+        -- closed through the nack policy, whose rows go with the queue.
         for v_consumer in
             select c.co_name
               from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
              where s.sub_queue = q.queue_id
-             order by c.co_name
+             order by s.sub_role = 'coop_member' desc, c.co_name
         loop
-            perform pgque.unregister_consumer(x_queue_name, v_consumer);
+            if pg_catalog.strpos(v_consumer, '.') > 0 and exists (
+                select 1 from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+                 where s.sub_queue = q.queue_id and c.co_name = v_consumer
+                   and s.sub_role = 'coop_member')
+            then
+                perform pgque.unregister_subconsumer(
+                    x_queue_name, pg_catalog.split_part(v_consumer, '.', 1),
+                    pg_catalog.split_part(v_consumer, '.', 2), 1);
+            else
+                perform pgque.unregister_consumer(x_queue_name, v_consumer);
+            end if;
         end loop;
     elsif exists (select 1 from pgque.subscription where sub_queue = q.queue_id) then
         raise exception 'cannot drop queue, consumers still attached'
@@ -164,13 +220,13 @@ begin
     -- Quietly: DROP ... CASCADE would report each child table as a NOTICE.
     v_messages := pg_catalog.current_setting('client_min_messages');
     perform pg_catalog.set_config('client_min_messages', 'warning', true);
-    execute format('drop table %s cascade', pgque.quote_fqname(q.queue_data_pfx));
+    execute format('drop table %s cascade', pgque._queue_relation(q, 'data'));
     perform pg_catalog.set_config('client_min_messages', v_messages, true);
     delete from pgque.retry_queue where ev_queue = q.queue_id;
     delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;
-    execute format('drop sequence %s', pgque.quote_fqname(q.queue_event_seq));
-    execute format('drop sequence %s', pgque.quote_fqname(q.queue_tick_seq));
+    execute format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
+                   pgque._queue_relation(q, 'tick_seq'));
     delete from pgque.queue where queue_id = q.queue_id;
     perform pgque._rebuild_insert_router();
     perform pgque.log_event('info', 'queue', 'dropped',
@@ -199,6 +255,8 @@ declare
     v_queue_id integer;
     v_int integer;
     v_interval interval;
+    v_functions text[];
+    v_function text;
 begin
     if x_queue_name is null or x_param_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
@@ -256,6 +314,22 @@ begin
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
+    when 'disable_insert' then
+        update pgque.queue set queue_disable_insert = coalesce(x_param_value::boolean, false)
+         where queue_id = v_queue_id;
+    when 'extra_maint' then
+        -- A text[] literal of function names; each must be one maint() may run.
+        v_functions := x_param_value::text[];
+        select f into v_function from pg_catalog.unnest(v_functions) f
+         where f is null or pgque._allowed_maint_function(f) is null
+         limit 1;
+        if found then
+            raise exception 'set_queue_config: extra_maint: % is not pgque''s own maint_* function nor one registered with pgque.register_maint_function()',
+                coalesce(v_function, 'NULL')
+                using detail = 'pgque:invalid_argument',
+                      hint = 'The database owner allows a function f(text) returning integer with select pgque.register_maint_function(''f(text)'').';
+        end if;
+        update pgque.queue set queue_extra_maint = v_functions where queue_id = v_queue_id;
     when 'event_ttl' then
         v_interval := x_param_value::interval;
         if v_interval <= interval '0' then

@@ -98,7 +98,9 @@ begin
     values (i_queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), v_seq)
     returning tick_id into v_tick_id;
 
-    perform pg_catalog.pg_notify('pgque_' || q.queue_name, v_tick_id::text);
+    -- A wake-up only: the payload is empty, since any role that can connect
+    -- may LISTEN (docs/operations.md, "Security model").
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, '');
     return v_tick_id;
 end
 $$;
@@ -192,9 +194,9 @@ begin
 
     insert into pgque.tick (tick_queue, tick_id, tick_time, tick_event_seq)
     values (q.queue_id, i_tick_id, i_orig_timestamp, i_event_seq);
-    perform pgque.seq_setval(q.queue_tick_seq, i_tick_id);
-    perform pgque.seq_setval(q.queue_event_seq, i_event_seq);
-    perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
+    perform pgque._seq_forward(pgque._queue_relation(q, 'tick_seq'), i_tick_id);
+    perform pgque._seq_forward(pgque._queue_relation(q, 'event_seq'), i_event_seq);
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, '');
     return i_tick_id;
 end
 $$;
@@ -209,6 +211,7 @@ as $$
 declare
     q pgque.queue%rowtype;
     v_last_tick bigint;
+    v_seq regclass;
 begin
     select * into q from pgque.queue where queue_name = i_queue_name;
     if not found then
@@ -221,8 +224,8 @@ begin
         return v_last_tick;
     end if;
     -- No tick here: make the next ticker() call see "many new events".
-    perform pg_catalog.setval(q.queue_event_seq::regclass,
-        pg_catalog.nextval(q.queue_event_seq::regclass) + 2 * q.queue_ticker_max_count + 1000);
+    v_seq := pgque._queue_relation(q, 'event_seq');
+    perform pg_catalog.setval(v_seq, pg_catalog.nextval(v_seq) + 2 * q.queue_ticker_max_count + 1000);
     return v_last_tick;
 end
 $$;

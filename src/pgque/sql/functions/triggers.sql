@@ -216,11 +216,14 @@ comment on function pgque._trigger_eq_operator(oid, boolean) is
 -- select list of a query over the row's columns (by name); the first column is the
 -- result. The function is STABLE, so the expression runs read-only. Returns the
 -- result's text output and type; an empty expression gives NULL and type 0 (PgQ: a
--- query without columns).
+-- query without columns). The expression is the trigger creator's own SQL and,
+-- as in PgQ, it runs on the search_path of the session that fired the trigger
+-- (i_search_path); pgque's own code around it keeps the pinned path.
 create or replace function pgque._trigger_eval(
-    i_expr text, i_row record, out o_value text, out o_type oid)
+    i_expr text, i_row record, i_search_path text, out o_value text, out o_type oid)
 language plpgsql
 stable
+set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_rows integer;
@@ -230,22 +233,25 @@ begin
         o_type := 0;
         return;
     end if;
+    -- Everything but the expression is qualified: it runs on the caller's path.
+    perform pg_catalog.set_config('search_path', i_search_path, true);
     execute pg_catalog.format(
-        e'select pg_catalog.count(*)::integer,'
-        ' (pg_catalog.array_agg(pg_catalog.pg_typeof(_q._x)::oid))[1],'
-        ' (pg_catalog.array_agg(case when pg_catalog.num_nulls(_q._x) = 0'
+        e'select pg_catalog.count(*)::pg_catalog.int4,'
+        ' (pg_catalog.array_agg(pg_catalog.pg_typeof(_q._x)::pg_catalog.oid))[1],'
+        ' (pg_catalog.array_agg(case when pg_catalog.num_nulls(_q._x) OPERATOR(pg_catalog.=) 0'
         ' then pg_catalog.format(''%%s'', _q._x) end))[1]'
         ' from (select %s\n from (select ($1).*) as _pgq_row) as _q(_x)',
         i_expr)
        into v_rows, o_type, o_value
       using i_row;
+    perform pg_catalog.set_config('search_path', 'pgque, pg_catalog, pg_temp', true);
     if v_rows <> 1 then
         raise exception 'Expect 1 row from override query, got %', v_rows
             using detail = 'pgque:trigger_bad_expression';
     end if;
 end
 $$;
-comment on function pgque._trigger_eval(text, record) is
+comment on function pgque._trigger_eval(text, record, text) is
     'CDC trigger helper: evaluates an ev_*=/when= trigger argument over a row (read-only).';
 
 -- Encodes the columns of a row that are not omitted as a JSON object; i_values are
@@ -290,9 +296,11 @@ comment on function pgque._trigger_urlencode_row(text[], text[], boolean[]) is
 -- setup raises the same error.
 create or replace function pgque._trigger_event(
     i_format text, i_op text, i_when text, i_level text, i_relid oid,
-    i_schema text, i_table text, i_args text[], i_new record, i_old record)
+    i_schema text, i_table text, i_args text[], i_new record, i_old record,
+    i_search_path text)
 returns boolean
 language plpgsql
+set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     c_fields constant text[] := array['ev_type', 'ev_data', 'ev_extra1', 'ev_extra2',
@@ -656,7 +664,8 @@ begin
         select e.o_value, e.o_type
           into v_value, v_type
           from pgque._trigger_eval(v_expr_sql[v_i],
-                                   case when i_op = 'DELETE' then i_old else i_new end) as e;
+                                   case when i_op = 'DELETE' then i_old else i_new end,
+                                   i_search_path) as e;
         if v_expr_kind[v_i] = 'when' then
             v_when := v_value;
             v_when_type := v_type;
@@ -681,7 +690,7 @@ begin
 end
 $$;
 comment on function pgque._trigger_event(
-    text, text, text, text, oid, text, text, text[], record, record) is
+    text, text, text, text, oid, text, text, text[], record, record, text) is
     'CDC trigger helper: the body of jsontriga, logutriga and sqltriga; true means SKIP the row.';
 
 create or replace function pgque.jsontriga()
@@ -691,9 +700,10 @@ security invoker
 as $$
 begin
     if pgque._trigger_event('json', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
-                            tg_table_name, tg_argv, new, old) then
+                            tg_table_name, tg_argv, new, old,
+                            pg_catalog.current_setting('search_path')) then
         return null;
-    elsif tg_op = 'DELETE' then
+    elsif tg_op OPERATOR(pg_catalog.=) 'DELETE' then
         return old;
     end if;
     return new;
@@ -711,9 +721,10 @@ security invoker
 as $$
 begin
     if pgque._trigger_event('logu', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
-                            tg_table_name, tg_argv, new, old) then
+                            tg_table_name, tg_argv, new, old,
+                            pg_catalog.current_setting('search_path')) then
         return null;
-    elsif tg_op = 'DELETE' then
+    elsif tg_op OPERATOR(pg_catalog.=) 'DELETE' then
         return old;
     end if;
     return new;
@@ -730,9 +741,10 @@ security invoker
 as $$
 begin
     if pgque._trigger_event('sql', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
-                            tg_table_name, tg_argv, new, old) then
+                            tg_table_name, tg_argv, new, old,
+                            pg_catalog.current_setting('search_path')) then
         return null;
-    elsif tg_op = 'DELETE' then
+    elsif tg_op OPERATOR(pg_catalog.=) 'DELETE' then
         return old;
     end if;
     return new;
@@ -752,6 +764,6 @@ grant execute on function
     pgque._trigger_urlencode_row(text[], text[], boolean[]),
     pgque._trigger_list_has(text, text),
     pgque._trigger_eq_operator(oid, boolean),
-    pgque._trigger_eval(text, record),
-    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record)
+    pgque._trigger_eval(text, record, text),
+    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record, text)
 to pgque_writer;

@@ -3,6 +3,7 @@
 create or replace function pgque.version()
 returns text
 language sql immutable
+set search_path = pgque, pg_catalog, pg_temp
 as $$ select '0.1.0'::text $$;
 comment on function pgque.version() is
     'The installed pgque version.';
@@ -10,6 +11,7 @@ comment on function pgque.version() is
 create or replace function pgque.quote_fqname(i_name text)
 returns text
 language sql immutable strict
+set search_path = pgque, pg_catalog, pg_temp
 as $$
     -- The first dot splits schema from name; an unqualified name is in public.
     select case
@@ -22,10 +24,14 @@ $$;
 comment on function pgque.quote_fqname(text) is
     'Quotes a possibly schema-qualified name (the first dot splits; no schema means public).';
 
+-- seq_getval and seq_setval run with the caller's rights, as PgQ's do: they
+-- take any sequence name, so a definer version would reach other users'
+-- sequences. pgque's own callers are definer functions and pass names
+-- proven by _queue_relation().
 create or replace function pgque.seq_getval(i_seq_name text)
 returns bigint
 language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_value bigint;
@@ -42,7 +48,7 @@ comment on function pgque.seq_getval(text) is
 create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
 returns bigint
 language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
+security invoker set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_current bigint;
@@ -58,11 +64,23 @@ $$;
 comment on function pgque.seq_setval(text, bigint) is
     'Moves a sequence forward to the given value; never moves it back. Returns the resulting value.';
 
--- Internal: the xid8 value as bigint (txids fit in 63 bits).
-create or replace function pgque._xid8_to_int8(i_xid xid8)
+-- Internal: seq_setval for a sequence a definer function has proven to be
+-- pgque's own (see _queue_relation): moves it forward, never back.
+create or replace function pgque._seq_forward(i_seq regclass, i_new_value bigint)
 returns bigint
-language sql immutable strict parallel safe
-as $$ select i_xid::text::bigint $$;
+language plpgsql strict
+as $$
+declare
+    v_current bigint;
+begin
+    execute pg_catalog.format('select last_value from %s', i_seq) into v_current;
+    if i_new_value > v_current then
+        perform pg_catalog.setval(i_seq, i_new_value);
+        return i_new_value;
+    end if;
+    return v_current;
+end
+$$;
 
 create or replace function pgque.log_event(
     i_level text, i_component text, i_message text, i_attrs jsonb default '{}')

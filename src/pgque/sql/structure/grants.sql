@@ -3,19 +3,25 @@
 -- Deny by default: PUBLIC gets nothing. pgque_reader consumes, pgque_writer
 -- produces (and cannot consume), pgque_admin (a member of both) manages
 -- queues and maintenance. Functions run as their owner (SECURITY DEFINER
--- with a pinned search_path), so the roles need EXECUTE only; readers may
--- also SELECT the tables, writers touch no table directly.
+-- with a pinned search_path), so the roles need EXECUTE only. Readers and
+-- admins may SELECT the tables; no pgque role may write, truncate, reference
+-- or put a trigger on any of them: every change of pgque's bookkeeping goes
+-- through a function that checks what it stores (docs/operations.md,
+-- "Security model").
 
 revoke all on all routines in schema pgque from public;
 revoke all on all tables in schema pgque from public;
 revoke all on all sequences in schema pgque from public;
 revoke all on schema pgque from public;
+-- Earlier versions granted the admin every table privilege: take them back.
+revoke all on all tables in schema pgque from pgque_reader, pgque_writer, pgque_admin;
+revoke all on all sequences in schema pgque from pgque_reader, pgque_writer, pgque_admin;
 
 grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
 grant select on all tables in schema pgque to pgque_reader;
 grant select on all sequences in schema pgque to pgque_reader;
-grant all on all tables in schema pgque to pgque_admin;
-grant all on all sequences in schema pgque to pgque_admin;
+grant select on all tables in schema pgque to pgque_admin;
+grant select on all sequences in schema pgque to pgque_admin;
 
 -- The admin may run every public function; internal helpers (names starting
 -- with an underscore) are reached only through the functions that use them.
@@ -126,6 +132,8 @@ begin
     for v_fn in
         select f from pg_catalog.unnest(array[
             pg_catalog.to_regprocedure('pgque.insert_event_bulk(text, text, text[])'),
+            pg_catalog.to_regprocedure('pgque.register_maint_function(regprocedure)'),
+            pg_catalog.to_regprocedure('pgque.unregister_maint_function(regprocedure)'),
             pg_catalog.to_regprocedure('pgque.uninstall()')]) f
          where f is not null
     loop

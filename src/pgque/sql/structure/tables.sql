@@ -166,6 +166,14 @@ create table if not exists pgque.partition_slot (
         references pgque.partition_consumer (queue_id, co_name) on delete cascade
 );
 
+-- Functions an owner allowed in queue_extra_maint besides pgque's own
+-- pgque.maint_*(text): maint() runs only these (register_maint_function()).
+-- Stored as schema-qualified names and resolved to OIDs at every use.
+create table if not exists pgque.maint_function (
+    mf_function       text primary key,
+    mf_registered_at  timestamptz not null default now()
+);
+
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 

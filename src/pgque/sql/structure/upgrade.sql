@@ -39,6 +39,20 @@ begin
         end if;
     end loop;
 
+    -- The names of a queue's objects follow from its id, so no stored name
+    -- can point a definer function at another object (a queue row that
+    -- breaks this was changed by hand: the install stops on it).
+    if not exists (
+        select 1 from pg_catalog.pg_constraint
+         where conrelid = 'pgque.queue'::regclass and conname = 'queue_objects_follow_id')
+    then
+        alter table pgque.queue add constraint queue_objects_follow_id check (
+            queue_data_pfx = 'pgque.event_' || queue_id::text
+            and queue_event_seq = queue_data_pfx || '_id_seq'
+            and queue_tick_seq = queue_data_pfx || '_tick_seq');
+        v_fixes := v_fixes + 1;
+    end if;
+
     -- PgQ lets a consumer be registered before its first tick.
     if exists (
         select 1 from pg_catalog.pg_attribute
@@ -55,3 +69,9 @@ comment on function pgque.upgrade_schema() is
     'Brings tables of an earlier pgque install up to date; idempotent. Returns the number of fixes applied.';
 
 do $upgrade$ begin perform pgque.upgrade_schema(); end $upgrade$;
+
+-- Routines earlier versions had and this one does not.
+drop function if exists pgque._xid8_to_int8(xid8);
+drop function if exists pgque._trigger_eval(text, record);
+drop function if exists pgque._trigger_event(text, text, text, text, oid, text, text, text[],
+                                             record, record);
