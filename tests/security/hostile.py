@@ -109,11 +109,9 @@ def hostile_schema_sql(schema: str, role: str) -> str:
                     f" rightarg = pg_catalog.{right}, function = {s}.{fn});"
                 )
     for name, args, result in FUNCTIONS:
-        typed = ", ".join(
-            a.strip() if a.strip() in ("anyarray", "record", "regclass") else f"pg_catalog.{a.strip()}"
-            for a in args.split(",")
-            if a.strip()
-        )
+        pseudo = ("anyarray", "record", "regclass")
+        words = [a.strip() for a in args.split(",") if a.strip()]
+        typed = ", ".join(a if a in pseudo else f"pg_catalog.{a}" for a in words)
         rtype = "void" if result == "void" else f"pg_catalog.{result}"
         out.append(
             f"create function {s}.{_ident(name)}({typed}) returns {rtype} language plpgsql"

@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from hostile import is_superuser
 
 from _engine import make_queue, one, tick
-from hostile import is_superuser
 
 DENIED = psycopg.errors.InsufficientPrivilege
 
@@ -59,9 +59,7 @@ def test_admin_cannot_put_a_trigger_on_a_pgque_table(
         "select pg_catalog.setval('pgque.batch_id_seq', 1000000)",
     ],
 )
-def test_admin_cannot_write_bookkeeping_directly(
-    login_as: Any, queue: str, statement: str
-) -> None:
+def test_admin_cannot_write_bookkeeping_directly(login_as: Any, queue: str, statement: str) -> None:
     with pytest.raises(DENIED):
         login_as("admin").execute(statement)
 
@@ -74,9 +72,7 @@ def test_admin_cannot_reference_pgque_tables(
     admin_role = logins["admin"]
     conn.execute(f'create schema own authorization "{admin_role}"')
     with pytest.raises(DENIED):
-        login_as("admin").execute(
-            "create table own.pin (q int references pgque.queue (queue_id))"
-        )
+        login_as("admin").execute("create table own.pin (q int references pgque.queue (queue_id))")
 
 
 def test_extra_maint_takes_only_allowed_functions(
@@ -118,13 +114,10 @@ def test_only_the_owner_registers_maintenance_functions(
     conn: psycopg.Connection[Any], login_as: Any, queue: str
 ) -> None:
     conn.execute(
-        "create function public.app_maint(q text) returns integer language sql"
-        " as $$ select 7 $$"
+        "create function public.app_maint(q text) returns integer language sql as $$ select 7 $$"
     )
     with pytest.raises(DENIED):
-        login_as("admin").execute(
-            "select pgque.register_maint_function('public.app_maint(text)')"
-        )
+        login_as("admin").execute("select pgque.register_maint_function('public.app_maint(text)')")
     assert one(conn, "select pgque.register_maint_function('public.app_maint(text)')") == 1
     admin = login_as("admin")
     assert one(admin, "select pgque.set_queue_config('jobs', 'extra_maint', '{public.app_maint}')")

@@ -68,9 +68,7 @@ def test_no_pgque_role_may_move_a_sequence(conn: psycopg.Connection[Any], role: 
 
 def test_no_pgque_role_may_create_in_the_schema(conn: psycopg.Connection[Any]) -> None:
     for role in ROLES:
-        assert rows(conn, "select has_schema_privilege(%s, 'pgque', 'CREATE')", role) == [
-            (False,)
-        ]
+        assert rows(conn, "select has_schema_privilege(%s, 'pgque', 'CREATE')", role) == [(False,)]
 
 
 def _routines(conn: psycopg.Connection[Any]) -> dict[str, tuple[bool, str, str]]:

@@ -60,9 +60,7 @@ def test_a_channel_carries_a_wakeup_and_nothing_else(
         ("admin", "select pgque.uninstall()"),
     ],
 )
-def test_each_role_keeps_to_its_part(
-    login_as: Any, queue: str, kind: str, statement: str
-) -> None:
+def test_each_role_keeps_to_its_part(login_as: Any, queue: str, kind: str, statement: str) -> None:
     with pytest.raises(DENIED):
         login_as(kind).execute(statement)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from hostile import NoticeLog, install_hostile_schema, is_superuser
 
 from _engine import make_queue, one
-from hostile import NoticeLog, install_hostile_schema, is_superuser
 
 
 @pytest.fixture
