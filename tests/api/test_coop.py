@@ -214,3 +214,17 @@ def test_touch_and_rotation_ignores_idle_members(conn: psycopg.Connection[Any], 
         one(conn, "select pgque.ack(%s)", msgs[0][1])
         one(conn, "select pgque.maint()")
     assert one(conn, "select queue_cur_table from pgque.queue") > 0
+
+
+def test_forced_drop_takes_the_group_with_it(conn: psycopg.Connection[Any], group: str) -> None:
+    # Members go before their main consumer, even one holding a batch.
+    one(conn, "select pgque.subscribe('q', 'plain')")
+    one(conn, "select pgque.send('q', 'x')")
+    tick(conn, "q")
+    assert receive_coop(conn, "s1") != []
+    with pytest.raises(RAISE, match="consumers still attached"):
+        conn.execute("select pgque.drop_queue('q')")
+    assert one(conn, "select pgque.drop_queue('q', true)") == 1
+    assert one(conn, "select count(*) from pgque.queue") == 0
+    assert one(conn, "select count(*) from pgque.subscription") == 0
+    assert one(conn, "select count(*) from pgque.retry_queue") == 0

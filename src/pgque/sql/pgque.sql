@@ -309,6 +309,17 @@ begin
         v_fixes := v_fixes + 1;
     end if;
 
+    -- Idempotency keys over 512 bytes are stored as a digest now
+    -- (_idem_stored_key, inlined: it may not exist yet), so that claims made
+    -- under an earlier version keep matching.
+    update pgque.idem
+       set idem_key = pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
+               pg_catalog.sha256(pg_catalog.convert_to(idem_key, 'UTF8')), 'hex')
+     where pg_catalog.octet_length(idem_key) > 512;
+    if found then
+        v_fixes := v_fixes + 1;
+    end if;
+
     -- PgQ lets a consumer be registered before its first tick.
     if exists (
         select 1 from pg_catalog.pg_attribute
