@@ -36,6 +36,15 @@ def test_send_at_future_parks_then_delivers(conn: psycopg.Connection[Any], queue
     ]
 
 
+def test_cancel_delayed(conn: psycopg.Connection[Any], queue: str) -> None:
+    de_id = one(conn, "select pgque.send_at('q', 't', 'x', now() + interval '1 hour')")
+    assert one(conn, "select pgque.cancel_delayed(%s)", de_id) == 1
+    assert one(conn, "select pgque.cancel_delayed(%s)", de_id) == 0
+    assert one(conn, "select count(*) from pgque.delayed_events") == 0
+    with pytest.raises(RAISE, match="de_id must not be NULL"):
+        conn.execute("select pgque.cancel_delayed(null)")
+
+
 def test_send_at_past_sends_now(conn: psycopg.Connection[Any], queue: str) -> None:
     ev_id = one(conn, "select pgque.send_at('q', 't', 'text body', now() - interval '1 minute')")
     assert one(conn, "select ev_data from pgque.event_template where ev_id = %s", ev_id) == (

@@ -102,3 +102,19 @@ end
 $$;
 comment on function pgque.maint_deliver_delayed() is
     'Moves every due delayed message into its queue as a new event (type and extras kept). Returns how many.';
+
+create or replace function pgque.cancel_delayed(i_de_id bigint)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if i_de_id is null then
+        raise exception 'cancel_delayed: de_id must not be NULL' using detail = 'pgque:invalid_argument';
+    end if;
+    delete from pgque.delayed_events where de_id = i_de_id;
+    return case when found then 1 else 0 end;
+end
+$$;
+comment on function pgque.cancel_delayed(bigint) is
+    'Cancels a message send_at() is holding for later delivery (its de_id). Returns 1, or 0 when there is none: never sent, already delivered, or cancelled.';

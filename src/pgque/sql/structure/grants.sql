@@ -44,6 +44,10 @@ begin
 end
 $grants$;
 
+-- The ticker loops run with the caller's rights and use these helpers.
+grant execute on function pgque._holds_ticker_lock(), pgque._ticker_next_slot(timestamptz)
+to pgque_admin;
+
 grant execute on function
     pgque.version(),
     pgque.register_consumer(text, text),
