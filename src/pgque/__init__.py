@@ -31,6 +31,7 @@ from pgque.installer import install, installed_version, uninstall
 from pgque.message import Event, Message
 from pgque.multi_consumer import MultiQueueConsumer
 from pgque.producer import Producer, ProducerBatch
+from pgque.records import ComponentStatus, ConsumerStats, DeadLetter, DlqReplayResult, QueueStats
 from pgque.ticker import Ticker
 
 __all__ = [
@@ -38,8 +39,12 @@ __all__ = [
     "AsyncPgqueClient",
     "AsyncProducer",
     "AsyncProducerBatch",
+    "ComponentStatus",
     "Consumer",
     "ConsumerGaveUp",
+    "ConsumerStats",
+    "DeadLetter",
+    "DlqReplayResult",
     "Event",
     "Health",
     "HealthCheck",
@@ -58,6 +63,7 @@ __all__ = [
     "PgqueQueueNotFound",
     "Producer",
     "ProducerBatch",
+    "QueueStats",
     "Ticker",
     "__version__",
     "connect",

@@ -10,19 +10,22 @@ receive.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 
 from pgque import health as _health
 from pgque import tracing
+from pgque._args import ConfigValue, config_text, interval, queue_options
 from pgque._queries import LiteralString, query
 from pgque._text import check_text, json_error, send_batch_statement, send_statement
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
-from pgque.health import Health
+from pgque.health import Health, HealthCheck
 from pgque.message import Event, Message
+from pgque.records import ComponentStatus, ConsumerStats, DeadLetter, DlqReplayResult, QueueStats
 from pgque.serializers import JSON, Serializer
 
 __all__ = ["AsyncPgqueClient", "connect_async"]
@@ -94,7 +97,21 @@ class AsyncPgqueClient:
         type: str | None = "default",
         extras: tuple[str | None, str | None, str | None, str | None] | None = None,
     ) -> int:
-        """Send one message; returns its event id (see :meth:`pgque.PgqueClient.send`)."""
+        """Send one message; returns its event id.
+
+        An :class:`~pgque.Event` supplies both payload and type. With the JSON
+        serializer, dict and list payloads are JSON-encoded, ``None`` is JSON
+        null and a ``str`` is taken as JSON text; the server checks the JSON
+        and stores it canonically (``jsonb``), except a JSON text holding a
+        ``\\u0000`` escape, which ``jsonb`` cannot hold: it is stored as
+        encoded. ``extras`` sets ``ev_extra1..4``; the current span's trace
+        context goes into a free one (see :mod:`pgque.tracing`).
+
+        Raises:
+            PgqueInvalidArgument: A NUL character in a str argument or in the
+                encoded payload (which PostgreSQL text cannot store), or a
+                payload that is not JSON; the message names the argument.
+        """
         if isinstance(payload, Event):
             payload, type = payload.payload, payload.type
         text = self.serializer.encode(payload)
@@ -108,8 +125,11 @@ class AsyncPgqueClient:
             raise json_error(error, [text], "payload") from error.__cause__
 
     async def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
-        """Send many messages of one type in one statement; returns their ids in input order
-        (see :meth:`pgque.PgqueClient.send_batch`)."""
+        """Send many messages of one type in one statement; returns their ids in input order.
+
+        Payloads are encoded and stored as by :meth:`send`; if one of them
+        holds a ``\\u0000`` escape, the whole batch is stored as encoded.
+        """
         texts = [self.serializer.encode(p) for p in payloads]
         statement, params = send_batch_statement(self.serializer, queue, type, texts)
         try:
@@ -232,10 +252,131 @@ class AsyncPgqueClient:
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(await self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
 
+    # -- queues --------------------------------------------------------------
+
+    async def create_queue(
+        self, queue: str, options: Mapping[str, ConfigValue] | None = None
+    ) -> int:
+        """Create a queue and apply ``options`` (:meth:`set_queue_config` names) with it.
+
+        One transaction: a bad option creates nothing. An existing queue gets
+        the options applied. Returns 1, or 0 when the queue existed.
+        """
+        check_text(queue=queue)
+        return int(await self._one(query("create_queue"), (queue, queue_options(options))))
+
+    async def drop_queue(self, queue: str, *, force: bool = False) -> int:
+        """Drop a queue with its events, ticks and dead letters; returns 1.
+
+        A queue with consumers is refused (:class:`~pgque.PgqueOperationRefused`)
+        unless ``force``, which unsubscribes them first.
+        """
+        check_text(queue=queue)
+        return int(await self._one(query("drop_queue"), (queue, force)))
+
+    async def set_queue_config(self, queue: str, name: str, value: ConfigValue) -> int:
+        """Set one queue setting (``max_retries``, ``ticker_max_lag``, ``ticker_paused`` ...).
+
+        ``value`` is the setting's text, or a bool, number or timedelta
+        (seconds); None puts the default back. Returns 1.
+        """
+        text = config_text(value)
+        check_text(queue=queue, name=name, value=text)
+        return int(await self._one(query("set_queue_config"), (queue, name, text)))
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stop ticking the queue: sends still succeed, consumers get nothing new."""
+        check_text(queue=queue)
+        await self._one(query("pause_queue"), (queue,))
+
+    async def resume_queue(self, queue: str) -> None:
+        """Resume ticking a paused queue."""
+        check_text(queue=queue)
+        await self._one(query("resume_queue"), (queue,))
+
+    # -- dead letters --------------------------------------------------------
+
+    async def dlq_inspect(self, queue: str, limit: int | None = 100) -> list[DeadLetter]:
+        """The queue's dead letters, newest first, at most ``limit`` (None: all)."""
+        check_text(queue=queue)
+        rows = await self._all(query("dlq_inspect"), (queue, limit))
+        return [DeadLetter(*row) for row in rows]
+
+    async def dlq_replay(self, dead_letter_id: int) -> int:
+        """Send a dead letter again as a new event and delete it; the new event's id.
+
+        Raises:
+            PgqueMessageNotFound: No dead letter has this id.
+        """
+        return int(await self._one(query("dlq_replay"), (dead_letter_id,)))
+
+    async def dlq_replay_all(self, queue: str) -> DlqReplayResult:
+        """Replay every dead letter of the queue, oldest first; failures are counted, not raised."""
+        check_text(queue=queue)
+        [row] = await self._all(query("dlq_replay_all"), (queue,))
+        return DlqReplayResult(*row)
+
+    async def dlq_purge(
+        self, queue: str, older_than: timedelta | float = timedelta(days=30)
+    ) -> int:
+        """Delete the queue's dead letters older than ``older_than`` (a timedelta or
+        seconds; 0 for all); how many."""
+        check_text(queue=queue)
+        age = interval(older_than, "older_than")
+        return int(await self._one(query("dlq_purge"), (queue, age)))
+
+    # -- scheduler -----------------------------------------------------------
+
+    async def start_scheduler(self) -> None:
+        """Schedule the ticker and maintenance jobs in pg_cron (``pgque.start()``).
+
+        Raises:
+            PgqueOperationRefused: pg_cron is missing (or too old) in this database.
+        """
+        await self._one(query("start_scheduler"))
+
+    async def start_timetable(self, ticks_per_second: int = 10) -> None:
+        """Schedule pgque's jobs in pg_timetable instead (``pgque.start_timetable()``)."""
+        await self._one(query("start_timetable"), (ticks_per_second,))
+
+    async def stop_scheduler(self) -> None:
+        """Remove pgque's scheduler jobs (``pgque.stop()``); harmless when there are none."""
+        await self._one(query("stop_scheduler"))
+
+    # -- status --------------------------------------------------------------
+
+    async def status(self) -> list[ComponentStatus]:
+        """The rows of ``pgque.status()``: versions, scheduler, ticker and maintenance jobs."""
+        return [ComponentStatus(*row) for row in await self._all(query("status"))]
+
+    async def queue_stats(self, queue: str | None = None) -> list[QueueStats]:
+        """Depth, rate, rotation and dead letters of every queue, or of ``queue`` (``[]``
+        when it does not exist), from ``pgque.queue_stats()``."""
+        check_text(queue=queue)
+        return [QueueStats(*row) for row in await self._all(query("queue_stats"), (queue, queue))]
+
+    async def consumer_stats(self, queue: str | None = None) -> list[ConsumerStats]:
+        """Lag, pending events and open batch of every consumer (of ``queue``, if given),
+        from ``pgque.consumer_stats()``."""
+        check_text(queue=queue)
+        rows = await self._all(query("consumer_stats"), (queue, queue))
+        return [ConsumerStats(*row) for row in rows]
+
+    async def queue_health(self) -> list[HealthCheck]:
+        """The rows of ``pgque.queue_health()``; unlike :meth:`health`, database errors raise."""
+        return [HealthCheck(*row) for row in await self._all(query("queue_health"))]
+
     # -- health ----------------------------------------------------------------
 
     async def health(self) -> Health:
-        """pgque's health checks and this client's state (see :meth:`pgque.PgqueClient.health`)."""
+        """pgque's health checks (``pgque.queue_health()``) and this client's state.
+
+        Never raises for database trouble: what could not be read is said in
+        ``notes`` (``pgque_health_unavailable`` when the function is missing
+        or not granted). The reads run in a savepoint inside your open
+        transaction, or in a short transaction of their own, so they never
+        spoil a transaction; nothing is read while it has failed.
+        """
         state = _health.client_state(self.conn)
         rows: list[tuple[Any, ...]] | None = None
         if not _health.can_query(state):

@@ -9,19 +9,22 @@ as :mod:`pgque.errors` classes, chained to the psycopg error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 
 from pgque import health as _health
 from pgque import tracing
-from pgque._queries import query
+from pgque._args import ConfigValue, config_text, interval, queue_options
+from pgque._queries import LiteralString, query
 from pgque._text import check_text, json_error, send_batch_statement, send_statement
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
-from pgque.health import Health
+from pgque.health import Health, HealthCheck
 from pgque.message import Event, Message
+from pgque.records import ComponentStatus, ConsumerStats, DeadLetter, DlqReplayResult, QueueStats
 from pgque.serializers import JSON, Serializer
 
 __all__ = ["PgqueClient", "connect"]
@@ -38,9 +41,9 @@ def _mapped_errors() -> Iterator[None]:
 class PgqueClient:
     """pgque's SQL API on one psycopg connection.
 
-    ``PgqueClient(conn)`` wraps a connection you own (``close()`` leaves it
-    open); :func:`connect` opens one the client owns. ``client.conn`` is the
-    connection, for your own commits and queries.
+    ``PgqueClient(conn)`` wraps a connection you own (``close()`` leaves
+    it open); :func:`connect` opens one the client owns. ``client.conn``
+    is the connection, for your own commits and queries.
 
     Args:
         conn: An open psycopg connection.
@@ -61,19 +64,25 @@ class PgqueClient:
             self.conn.close()
 
     def __enter__(self) -> PgqueClient:
+        """Return the client."""
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Close the client (and the connection, if it opened it)."""
         self.close()
 
-    def _one(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+    def _one(self, sql: LiteralString, params: Sequence[Any] | None = None) -> Any:
         with _mapped_errors():
-            row = self.conn.execute(sql, params).fetchone()
+            cur = self.conn.execute(sql, params)
+            row = cur.fetchone()
         return None if row is None else row[0]
 
-    def _all(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def _all(
+        self, sql: LiteralString, params: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         with _mapped_errors():
-            return list(self.conn.execute(sql, params).fetchall())
+            cur = self.conn.execute(sql, params)
+            return list(cur.fetchall())
 
     # -- producing -----------------------------------------------------------
 
@@ -91,7 +100,7 @@ class PgqueClient:
         serializer, dict and list payloads are JSON-encoded, ``None`` is JSON
         null and a ``str`` is taken as JSON text; the server checks the JSON
         and stores it canonically (``jsonb``), except a JSON text holding a
-        ``\u0000`` escape, which ``jsonb`` cannot hold: it is stored as
+        ``\\u0000`` escape, which ``jsonb`` cannot hold: it is stored as
         encoded. ``extras`` sets ``ev_extra1..4``; the current span's trace
         context goes into a free one (see :mod:`pgque.tracing`).
 
@@ -116,7 +125,7 @@ class PgqueClient:
         """Send many messages of one type in one statement; returns their ids in input order.
 
         Payloads are encoded and stored as by :meth:`send`; if one of them
-        holds a ``\u0000`` escape, the whole batch is stored as encoded.
+        holds a ``\\u0000`` escape, the whole batch is stored as encoded.
         """
         texts = [self.serializer.encode(p) for p in payloads]
         statement, params = send_batch_statement(self.serializer, queue, type, texts)
@@ -238,6 +247,116 @@ class PgqueClient:
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
 
+    # -- queues --------------------------------------------------------------
+
+    def create_queue(self, queue: str, options: Mapping[str, ConfigValue] | None = None) -> int:
+        """Create a queue and apply ``options`` (:meth:`set_queue_config` names) with it.
+
+        One transaction: a bad option creates nothing. An existing queue gets
+        the options applied. Returns 1, or 0 when the queue existed.
+        """
+        check_text(queue=queue)
+        return int(self._one(query("create_queue"), (queue, queue_options(options))))
+
+    def drop_queue(self, queue: str, *, force: bool = False) -> int:
+        """Drop a queue with its events, ticks and dead letters; returns 1.
+
+        A queue with consumers is refused (:class:`~pgque.PgqueOperationRefused`)
+        unless ``force``, which unsubscribes them first.
+        """
+        check_text(queue=queue)
+        return int(self._one(query("drop_queue"), (queue, force)))
+
+    def set_queue_config(self, queue: str, name: str, value: ConfigValue) -> int:
+        """Set one queue setting (``max_retries``, ``ticker_max_lag``, ``ticker_paused`` ...).
+
+        ``value`` is the setting's text, or a bool, number or timedelta
+        (seconds); None puts the default back. Returns 1.
+        """
+        text = config_text(value)
+        check_text(queue=queue, name=name, value=text)
+        return int(self._one(query("set_queue_config"), (queue, name, text)))
+
+    def pause_queue(self, queue: str) -> None:
+        """Stop ticking the queue: sends still succeed, consumers get nothing new."""
+        check_text(queue=queue)
+        self._one(query("pause_queue"), (queue,))
+
+    def resume_queue(self, queue: str) -> None:
+        """Resume ticking a paused queue."""
+        check_text(queue=queue)
+        self._one(query("resume_queue"), (queue,))
+
+    # -- dead letters --------------------------------------------------------
+
+    def dlq_inspect(self, queue: str, limit: int | None = 100) -> list[DeadLetter]:
+        """The queue's dead letters, newest first, at most ``limit`` (None: all)."""
+        check_text(queue=queue)
+        rows = self._all(query("dlq_inspect"), (queue, limit))
+        return [DeadLetter(*row) for row in rows]
+
+    def dlq_replay(self, dead_letter_id: int) -> int:
+        """Send a dead letter again as a new event and delete it; the new event's id.
+
+        Raises:
+            PgqueMessageNotFound: No dead letter has this id.
+        """
+        return int(self._one(query("dlq_replay"), (dead_letter_id,)))
+
+    def dlq_replay_all(self, queue: str) -> DlqReplayResult:
+        """Replay every dead letter of the queue, oldest first; failures are counted, not raised."""
+        check_text(queue=queue)
+        [row] = self._all(query("dlq_replay_all"), (queue,))
+        return DlqReplayResult(*row)
+
+    def dlq_purge(self, queue: str, older_than: timedelta | float = timedelta(days=30)) -> int:
+        """Delete the queue's dead letters older than ``older_than`` (a timedelta or
+        seconds; 0 for all); how many."""
+        check_text(queue=queue)
+        age = interval(older_than, "older_than")
+        return int(self._one(query("dlq_purge"), (queue, age)))
+
+    # -- scheduler -----------------------------------------------------------
+
+    def start_scheduler(self) -> None:
+        """Schedule the ticker and maintenance jobs in pg_cron (``pgque.start()``).
+
+        Raises:
+            PgqueOperationRefused: pg_cron is missing (or too old) in this database.
+        """
+        self._one(query("start_scheduler"))
+
+    def start_timetable(self, ticks_per_second: int = 10) -> None:
+        """Schedule pgque's jobs in pg_timetable instead (``pgque.start_timetable()``)."""
+        self._one(query("start_timetable"), (ticks_per_second,))
+
+    def stop_scheduler(self) -> None:
+        """Remove pgque's scheduler jobs (``pgque.stop()``); harmless when there are none."""
+        self._one(query("stop_scheduler"))
+
+    # -- status --------------------------------------------------------------
+
+    def status(self) -> list[ComponentStatus]:
+        """The rows of ``pgque.status()``: versions, scheduler, ticker and maintenance jobs."""
+        return [ComponentStatus(*row) for row in self._all(query("status"))]
+
+    def queue_stats(self, queue: str | None = None) -> list[QueueStats]:
+        """Depth, rate, rotation and dead letters of every queue, or of ``queue`` (``[]``
+        when it does not exist), from ``pgque.queue_stats()``."""
+        check_text(queue=queue)
+        return [QueueStats(*row) for row in self._all(query("queue_stats"), (queue, queue))]
+
+    def consumer_stats(self, queue: str | None = None) -> list[ConsumerStats]:
+        """Lag, pending events and open batch of every consumer (of ``queue``, if given),
+        from ``pgque.consumer_stats()``."""
+        check_text(queue=queue)
+        rows = self._all(query("consumer_stats"), (queue, queue))
+        return [ConsumerStats(*row) for row in rows]
+
+    def queue_health(self) -> list[HealthCheck]:
+        """The rows of ``pgque.queue_health()``; unlike :meth:`health`, database errors raise."""
+        return [HealthCheck(*row) for row in self._all(query("queue_health"))]
+
     # -- health ----------------------------------------------------------------
 
     def health(self) -> Health:
@@ -255,14 +374,17 @@ class PgqueClient:
             return _health.finish(state, rows)
         try:
             with self.conn.transaction():
-                probe = self.conn.execute(query("health_probe")).fetchone()
+                cur = self.conn.execute(query("health_probe"))
+                probe = cur.fetchone()
                 health_fn, version_fn = probe if probe is not None else ("missing", "missing")
                 _health.probe_notes(state, health_fn, version_fn)
                 if version_fn == "ok":
-                    version = self.conn.execute(query("health_version")).fetchone()
+                    cur = self.conn.execute(query("health_version"))
+                    version = cur.fetchone()
                     state.pgque_version = None if version is None else version[0]
                 if health_fn == "ok":
-                    rows = list(self.conn.execute(query("queue_health")).fetchall())
+                    cur = self.conn.execute(query("queue_health"))
+                    rows = list(cur.fetchall())
         except psycopg.Error as exc:
             rows = None
             state.connected = not (self.conn.closed or self.conn.broken)

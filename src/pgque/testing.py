@@ -131,14 +131,7 @@ def _start_server() -> PgqueTestServer:
     if dsn:
         try:
             server = PgqueTestServer(dsn)
-            row = (
-                server.admin()
-                .execute(
-                    "select rolsuper or rolcreatedb from pg_catalog.pg_roles"
-                    " where rolname = current_user"
-                )
-                .fetchone()
-            )
+            row = server.admin().execute(query("may_create_databases")).fetchone()
         except psycopg.Error as exc:
             raise RuntimeError(f"cannot connect to {DSN_ENV}: {str(exc).strip()}") from None
         if not (row and row[0]):
@@ -202,11 +195,8 @@ class PgqueTestDatabase:
             eager: Let every ``ticker()`` call tick (``ticker_max_lag`` and
                 ``ticker_idle_period`` 0). Defaults to True.
         """
-        conn = self.client.conn
-        conn.execute("select pgque.create_queue(%s)", (queue,))
-        if eager:
-            conn.execute("select pgque.set_queue_config(%s, 'ticker_max_lag', '0')", (queue,))
-            conn.execute("select pgque.set_queue_config(%s, 'ticker_idle_period', '0')", (queue,))
+        eager_options = {"ticker_max_lag": 0, "ticker_idle_period": 0}
+        self.client.create_queue(queue, eager_options if eager else None)
         for consumer in consumers:
             self.client.subscribe(queue, consumer)
 

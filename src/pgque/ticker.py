@@ -168,7 +168,7 @@ class Ticker:
         """The leader's connection, ``synchronous_commit`` off while the ticker has it."""
         if isinstance(self.source, str):
             with psycopg.connect(self.source, autocommit=True) as conn:
-                conn.execute("set synchronous_commit = off")
+                conn.execute(query("set_synchronous_commit"), ("off",))
                 yield conn
             return
         if isinstance(self.source, psycopg.Connection):
@@ -260,14 +260,14 @@ class Ticker:
 
 def _borrowed(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     """Lend a connection someone else owns, restoring its ``synchronous_commit`` after."""
-    previous = _value(conn, "select current_setting('synchronous_commit')")
-    conn.execute("set synchronous_commit = off")
+    previous = _value(conn, query("synchronous_commit"))
+    conn.execute(query("set_synchronous_commit"), ("off",))
     try:
         yield conn
     finally:
         if not conn.closed:
             with contextlib.suppress(psycopg.Error):
-                conn.execute("select set_config('synchronous_commit', %s, false)", (previous,))
+                conn.execute(query("set_synchronous_commit"), (previous,))
 
 
 def _value(conn: psycopg.Connection[Any], statement: LiteralString, params: Any = None) -> Any:

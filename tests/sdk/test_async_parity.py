@@ -183,8 +183,15 @@ class Recorder:
 
 
 # (method, args, kwargs) for every public client method. BATCH and MESSAGE are
-# filled in from the last receive, GROUP per side (the sides share a database).
+# filled in from the last receive, DEAD from the last dlq_inspect, GROUP per
+# side (the sides share a database).
 CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("create_queue", ("aq",), {"options": {"max_retries": 3, "ticker_paused": False}}),
+    ("set_queue_config", ("aq", "ticker_max_lag", 0), {}),
+    ("pause_queue", ("aq",), {}),
+    ("resume_queue", ("aq",), {}),
+    ("drop_queue", ("aq",), {"force": True}),
+    ("set_queue_config", ("q", "max_retries", 0), {}),
     ("send", ("q", {"a": 1}), {}),
     ("send", ("q", {"a": 1}), {"type": "t"}),
     ("send", ("q", pgque.Event({"e": 1}, type="ev")), {}),
@@ -200,18 +207,56 @@ CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("receive_rest", ("BATCH", 0), {}),
     ("nack", ("BATCH", "MESSAGE"), {"retry_after": 0, "reason": "r"}),
     ("ack", ("BATCH",), {}),
+    ("dlq_inspect", ("q",), {"limit": None}),
+    ("dlq_replay", ("DEAD",), {}),
+    ("dlq_replay_all", ("q",), {}),
+    ("dlq_purge", ("q",), {"older_than": 0}),
+    ("set_queue_config", ("q", "max_retries", None), {}),
     ("subscribe_subconsumer", ("q", "GROUP", "s"), {}),
     ("receive_coop", ("q", "GROUP", "s"), {"max_messages": 5, "dead_interval": "1 hour"}),
     ("touch_subconsumer", ("q", "GROUP", "s"), {}),
     ("unsubscribe_subconsumer", ("q", "GROUP", "s"), {"batch_handling": 1}),
+    ("start_scheduler", (), {}),
+    ("start_timetable", (), {"ticks_per_second": 20}),
+    ("stop_scheduler", (), {}),
+    ("status", (), {}),
+    ("queue_stats", (), {}),
+    ("queue_stats", ("q",), {}),
+    ("consumer_stats", ("q",), {}),
+    ("queue_health", (), {}),
     ("health", (), {}),
 ]
 
+# Refused without pg_cron / pg_timetable in the test database (the SQL is sent all the same).
+MAY_REFUSE = {"start_scheduler", "start_timetable"}
 
-def _fill(args: Iterable[Any], last: list[pgque.Message], group: str) -> tuple[Any, ...]:
-    values = {"GROUP": group}
+
+def _call(method: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return method(*args, **kwargs)
+    except pgque.PgqueError:
+        if name not in MAY_REFUSE:
+            raise
+        return None
+
+
+async def _acall(method: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    try:
+        return await method(*args, **kwargs)
+    except pgque.PgqueError:
+        if name not in MAY_REFUSE:
+            raise
+        return None
+
+
+def _fill(
+    args: Iterable[Any], last: list[pgque.Message], dead: list[pgque.DeadLetter], group: str
+) -> tuple[Any, ...]:
+    values: dict[str, Any] = {"GROUP": group}
     if last:
         values |= {"BATCH": last[0].batch_id, "MESSAGE": last[0]}
+    if dead:
+        values["DEAD"] = dead[0].dl_id
     return tuple(values.get(a, a) if isinstance(a, str) else a for a in args)
 
 
@@ -230,21 +275,30 @@ def test_clients_send_the_same_sql(db: str, conn: psycopg.Connection[Any]) -> No
     with psycopg.connect(db, autocommit=True) as raw:
         client = pgque.PgqueClient(Recorder(raw, sync_sent))  # type: ignore[arg-type]
         last: list[pgque.Message] = []
+        dead: list[pgque.DeadLetter] = []
         for name, args, kwargs in CLIENT_CALLS:
-            result = getattr(client, name)(*_fill(args, last, "g_sync"), **kwargs)
+            filled = _fill(args, last, dead, "g_sync")
+            result = _call(getattr(client, name), name, filled, kwargs)
             if name == "receive":
                 last = result
+            elif name == "dlq_inspect":
+                dead = result
     assert last, "the scenario must receive something"
+    assert dead, "the scenario must dead-letter something"
 
     async def run_async() -> list[str]:
         sent: list[str] = []
         async with await psycopg.AsyncConnection.connect(db, autocommit=True) as raw:
             client = pgque.AsyncPgqueClient(Recorder(raw, sent))  # type: ignore[arg-type]
             last: list[pgque.Message] = []
+            dead: list[pgque.DeadLetter] = []
             for name, args, kwargs in CLIENT_CALLS:
-                result = await getattr(client, name)(*_fill(args, last, "g_async"), **kwargs)
+                filled = _fill(args, last, dead, "g_async")
+                result = await _acall(getattr(client, name), name, filled, kwargs)
                 if name == "receive":
                     last = result
+                elif name == "dlq_inspect":
+                    dead = result
         return sent
 
     assert asyncio.run(run_async()) == sync_sent

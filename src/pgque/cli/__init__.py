@@ -3,7 +3,7 @@
 Every command is a thin call into pgque's SQL API or the Python SDK. The
 connection comes from ``--dsn``/``-d``, else ``PGQUE_DSN``, else the libpq
 variables (``PGHOST``, ``PGDATABASE`` ...). Read commands take ``--json``.
-Exit codes are listed in :class:`pgque.cli._common.ExitCode` and in the CLI
+Exit codes are listed in :class:`pgque.cli.ExitCode` and in the CLI
 reference (``docs/cli.md``).
 """
 
@@ -15,7 +15,8 @@ import click
 
 from pgque._version import __version__
 from pgque.cli import admin, embedded, messages, monitor, scheduler, schema
-from pgque.cli._common import ExitCode, PgqueGroup, Settings
+from pgque.cli._command import PgqueGroup, Settings
+from pgque.cli._errors import ExitCode
 
 __all__ = ["ExitCode", "cli", "main"]
 

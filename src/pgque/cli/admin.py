@@ -5,18 +5,12 @@ from __future__ import annotations
 import datetime as dt
 
 import click
-from psycopg.types.json import Jsonb
 
-from pgque.cli._common import (
-    Duration,
-    KeyValue,
-    command,
-    emit_json,
-    json_option,
-    out,
-    require_queue,
-    session,
-)
+from pgque._queries import query
+from pgque.cli._command import command, json_option
+from pgque.cli._output import emit_json, out
+from pgque.cli._session import require_queue, session
+from pgque.cli._types import Duration, KeyValue
 
 __all__ = ["COMMANDS"]
 
@@ -39,9 +33,8 @@ def create_queue_cmd(name: str, options: tuple[tuple[str, str], ...], as_json: b
     The queue and its options are one transaction: a bad option creates nothing.
     """
     settings = dict(options)
-    with session() as conn:
-        row = conn.execute("select pgque.create_queue(%s, %s)", (name, Jsonb(settings))).fetchone()
-    created = bool(row and row[0])
+    with session() as client:
+        created = bool(client.create_queue(name, settings))
     if as_json:
         emit_json({"queue": name, "created": created, "options": settings})
         return
@@ -57,8 +50,8 @@ def create_queue_cmd(name: str, options: tuple[tuple[str, str], ...], as_json: b
 @json_option
 def drop_queue_cmd(queue: str, force: bool, as_json: bool) -> None:
     """Drop QUEUE with its events and dead letters (--force if it has consumers)."""
-    with session() as conn:
-        conn.execute("select pgque.drop_queue(%s, %s)", (queue, force))
+    with session() as client:
+        client.drop_queue(queue, force=force)
     if as_json:
         emit_json({"queue": queue, "dropped": True})
     else:
@@ -70,8 +63,8 @@ def drop_queue_cmd(queue: str, force: bool, as_json: bool) -> None:
 @json_option
 def pause_cmd(queue: str, as_json: bool) -> None:
     """Stop ticking QUEUE: sends still work, consumers get nothing new until resume."""
-    with session() as conn:
-        conn.execute("select pgque.pause_queue(%s)", (queue,))
+    with session() as client:
+        client.pause_queue(queue)
     if as_json:
         emit_json({"queue": queue, "paused": True})
     else:
@@ -83,8 +76,8 @@ def pause_cmd(queue: str, as_json: bool) -> None:
 @json_option
 def resume_cmd(queue: str, as_json: bool) -> None:
     """Resume ticking a paused QUEUE."""
-    with session() as conn:
-        conn.execute("select pgque.resume_queue(%s)", (queue,))
+    with session() as client:
+        client.resume_queue(queue)
     if as_json:
         emit_json({"queue": queue, "paused": False})
     else:
@@ -100,21 +93,17 @@ def resume_cmd(queue: str, as_json: bool) -> None:
 def replay_dlq_cmd(queue: str, limit: int | None, as_json: bool) -> None:
     """Send QUEUE's dead letters again as new events (oldest first) and remove them."""
     first_error: str | None = None
-    with session() as conn:
-        require_queue(conn, queue)
+    with session() as client:
+        require_queue(client, queue)
         if limit is None:
-            row = conn.execute(
-                "select replayed, failed, first_error from pgque.dlq_replay_all(%s)", (queue,)
-            ).fetchone()
-            replayed, failed, first_error = row if row else (0, 0, None)
+            result = client.dlq_replay_all(queue)
+            replayed, failed, first_error = result.replayed, result.failed, result.first_error
         else:
-            ids = [r[0] for r in conn.execute(
-                "select dl_id from pgque.dlq_inspect(%s, 2147483647) order by dl_id limit %s",
-                (queue, limit),
-            ).fetchall()]  # fmt: skip
+            conn = client.conn
+            ids = [r[0] for r in conn.execute(query("dlq_oldest_ids"), (queue, limit)).fetchall()]
             with conn.transaction():
                 for dl_id in ids:
-                    conn.execute("select pgque.dlq_replay(%s)", (dl_id,))
+                    client.dlq_replay(dl_id)
             replayed, failed = len(ids), 0
     if as_json:
         emit_json(
@@ -137,15 +126,12 @@ def replay_dlq_cmd(queue: str, limit: int | None, as_json: bool) -> None:
 @json_option
 def purge_dlq_cmd(queue: str, older_than: float | None, as_json: bool) -> None:
     """Delete QUEUE's dead letters older than --older-than (pgque.dlq_purge)."""
-    with session() as conn:
-        require_queue(conn, queue)
+    with session() as client:
+        require_queue(client, queue)
         if older_than is None:
-            row = conn.execute("select pgque.dlq_purge(%s)", (queue,)).fetchone()
+            purged = client.dlq_purge(queue)
         else:
-            row = conn.execute(
-                "select pgque.dlq_purge(%s, %s)", (queue, dt.timedelta(seconds=older_than))
-            ).fetchone()
-    purged = int(row[0]) if row else 0
+            purged = client.dlq_purge(queue, dt.timedelta(seconds=older_than))
     if as_json:
         emit_json({"queue": queue, "purged": purged})
     else:

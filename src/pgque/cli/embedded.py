@@ -29,18 +29,11 @@ from rich.text import Text
 
 import pgque
 from pgque._cluster import ClusterError, TempCluster
-from pgque.cli._common import (
-    CliError,
-    Duration,
-    ExitCode,
-    command,
-    emit_json,
-    err,
-    json_option,
-    out,
-    require_installed,
-    settings,
-)
+from pgque.cli._command import command, json_option, settings
+from pgque.cli._errors import CliError, ExitCode
+from pgque.cli._output import emit_json, err, out
+from pgque.cli._session import require_installed
+from pgque.cli._types import Duration
 from pgque.message import Message
 
 __all__ = ["COMMANDS", "stop_cluster"]
@@ -278,7 +271,7 @@ def _run_demo(
     console = out()
     depth: Any = None
     try:
-        with psycopg.connect(dsn, autocommit=True) as monitor:
+        with pgque.connect(dsn, autocommit=True) as monitor:
             live = console.is_terminal
             next_sample = 0.0
             next_line = time.monotonic() + 1.0
@@ -291,11 +284,8 @@ def _run_demo(
                     if duration is not None and now - stats.started >= duration:
                         break
                     if now >= next_sample:
-                        row = monitor.execute(
-                            "select depth from pgque.queue_stats() where queue_name = %s",
-                            (queue,),
-                        ).fetchone()
-                        depth = row[0] if row else None
+                        sample = monitor.queue_stats(queue)
+                        depth = sample[0].depth if sample else None
                         next_sample = now + 1.0
                     snap = stats.snapshot()
                     if view is not None:
@@ -360,9 +350,9 @@ def demo_cmd(pg_version: int, rate: float, duration: float | None) -> None:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     version = require_installed(conn)
                     where = f"pgque {version} in database {conn.info.dbname!r}"
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("select pgque.create_queue(%s)", (queue,))
-                conn.execute("select pgque.subscribe(%s, 'demo_worker')", (queue,))
+            with pgque.connect(dsn, autocommit=True) as client:
+                client.create_queue(queue)
+                client.subscribe(queue, "demo_worker")
             console.print(f"{where}: sending {rate:g} messages/s to queue {queue!r}")
             console.file.flush()
             if not stop.is_set():
@@ -390,8 +380,11 @@ def _demo_cleanup(cluster: TempCluster | None, dsn: str | None, queue: str | Non
         stop_cluster(cluster)
         console.print(f"PostgreSQL stopped and {where} deleted: nothing left running")
     elif dsn is not None and queue is not None:
-        with contextlib.suppress(psycopg.Error), psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("select pgque.drop_queue(%s, true)", (queue,))
+        with (
+            contextlib.suppress(psycopg.Error, pgque.PgqueError),
+            pgque.connect(dsn, autocommit=True) as client,
+        ):
+            client.drop_queue(queue, force=True)
             console.print(f"dropped queue {queue!r}")
 
 

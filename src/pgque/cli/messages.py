@@ -12,19 +12,11 @@ import uuid
 import click
 from rich.text import Text
 
-from pgque.cli._common import (
-    CliError,
-    Duration,
-    ExitCode,
-    command,
-    emit_json,
-    json_option,
-    out,
-    require_queue,
-    session,
-    settings,
-)
-from pgque.client import PgqueClient
+from pgque.cli._command import command, json_option, settings
+from pgque.cli._errors import CliError, ExitCode
+from pgque.cli._output import emit_json, out
+from pgque.cli._session import require_queue, session
+from pgque.cli._types import Duration
 from pgque.consumer import Consumer
 from pgque.message import Message
 from pgque.serializers import RAW_TEXT
@@ -58,8 +50,9 @@ def send_cmd(
                 " or pass --text to send it verbatim",
                 ExitCode.USAGE,
             ) from None
-    with session() as conn:
-        client = PgqueClient(conn, serializer=RAW_TEXT) if text else PgqueClient(conn)
+    with session() as client:
+        if text:
+            client.serializer = RAW_TEXT
         extras = (key, None, None, None) if key is not None else None
         event_id = client.send(queue, payload, type=type_, extras=extras)
     if as_json:
@@ -97,9 +90,9 @@ def tail_cmd(
     With --json each message is one line of JSON.
     """
     name = _tail_name()
-    with session() as conn:
-        require_queue(conn, queue)
-        PgqueClient(conn).subscribe(queue, name)
+    with session() as client:
+        require_queue(client, queue)
+        client.subscribe(queue, name)
     try:
         consumer = Consumer(
             settings().dsn or "",
@@ -147,8 +140,8 @@ def tail_cmd(
             if timer is not None:
                 timer.cancel()
     finally:
-        with session() as conn:
-            PgqueClient(conn).unsubscribe(queue, name)
+        with session() as client:
+            client.unsubscribe(queue, name)
 
 
 def _message_json(msg: Message) -> dict[str, object]:

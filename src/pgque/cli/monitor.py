@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import click
-import psycopg
 from rich.console import Group
 from rich.live import Live
 from rich.padding import Padding
@@ -20,25 +19,24 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from pgque.cli._common import (
-    CliError,
-    Duration,
-    ExitCode,
-    command,
+from pgque._queries import query
+from pgque.cli._command import command, json_option
+from pgque.cli._errors import CliError, ExitCode
+from pgque.cli._output import (
+    as_dicts,
     emit_json,
     err,
     format_rate,
     format_seconds,
-    json_option,
     out,
-    query_dicts,
-    require_installed,
-    require_queue,
     seconds,
-    session,
     styled,
     worst,
 )
+from pgque.cli._session import require_installed, require_queue, session
+from pgque.cli._types import Duration
+from pgque.client import PgqueClient
+from pgque.errors import PgqueError
 
 __all__ = ["COMMANDS", "collect_status", "render_status", "sparkline"]
 
@@ -55,51 +53,53 @@ def _health_by_queue(health: list[dict[str, Any]]) -> dict[str, str]:
     return {name: worst(statuses) for name, statuses in by_queue.items()}
 
 
-def _queue_rows(
-    conn: psycopg.Connection[Any], health: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _health_rows(client: PgqueClient) -> list[dict[str, Any]]:
+    return [{"queue_name": c.queue, "check_name": c.name, "status": c.status, "detail": c.detail}
+            for c in client.queue_health()]  # fmt: skip
+
+
+def _queue_rows(client: PgqueClient, health: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_queue = _health_by_queue(health)
-    rows = query_dicts(conn, "select * from pgque.queue_stats()")
+    rows = as_dicts(client.queue_stats())
     for row in rows:
         row["health"] = by_queue.get(row["queue_name"], "ok")
     return rows
 
 
-def _consumer_rows(
-    conn: psycopg.Connection[Any], health: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _consumer_rows(client: PgqueClient, health: list[dict[str, Any]]) -> list[dict[str, Any]]:
     checks = {(r["queue_name"], r["check_name"]): r["status"] for r in health}
-    rows = query_dicts(conn, "select * from pgque.consumer_stats()")
+    rows = as_dicts(client.consumer_stats())
     for row in rows:
         check = (row["queue_name"], f"consumer_lag:{row['consumer_name']}")
         row["status"] = checks.get(check, "ok")
     return rows
 
 
-def collect_status(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+def collect_status(client: PgqueClient) -> dict[str, Any]:
     """Everything ``pgque status`` shows, as one JSON-ready dict."""
+    conn = client.conn
     version = require_installed(conn)
-    server = conn.execute("show server_version").fetchone()
-    cron = conn.execute(
-        "select extversion from pg_catalog.pg_extension where extname = 'pg_cron'"
-    ).fetchone()
+    server = conn.info.parameter_status("server_version")
+    cron = conn.execute(query("pg_cron_version")).fetchone()
     try:
-        components = query_dicts(conn, "select * from pgque.status()")
-    except psycopg.errors.InsufficientPrivilege:
+        components = as_dicts(client.status())
+    except PgqueError as error:
+        if error.sqlstate != "42501":
+            raise
         components = []  # status() is for admins; the rest is readable by pgque_reader
-    health = query_dicts(conn, "select * from pgque.queue_health()")
+    health = _health_rows(client)
     scheduler = next((c for c in components if c["component"] == "scheduler"), None)
-    tick_period = conn.execute("select tick_period_ms from pgque.config").fetchone()
+    tick_period = conn.execute(query("tick_period_ms")).fetchone()
     return {
         "pgque_version": version,
-        "postgresql_version": str(server[0]).split()[0] if server else None,
+        "postgresql_version": server.split()[0] if server else None,
         "pg_cron_version": cron[0] if cron else None,
         "database": conn.info.dbname,
         "scheduler": scheduler["status"] if scheduler else None,
         "tick_period_ms": tick_period[0] if tick_period else None,
         "components": components,
-        "queues": _queue_rows(conn, health),
-        "consumers": _consumer_rows(conn, health),
+        "queues": _queue_rows(client, health),
+        "consumers": _consumer_rows(client, health),
         "health": health,
         "worst": worst([r["status"] for r in health]),
     }
@@ -238,8 +238,8 @@ def status_cmd(fail_on: str, as_json: bool) -> None:
     Exits 7 when a check is critical (or a warning, with --fail-on warning),
     so it serves as a probe.
     """
-    with session(need_install=False) as conn:
-        data = collect_status(conn)
+    with session(need_install=False) as client:
+        data = collect_status(client)
     data["healthy"] = not (
         data["worst"] == "critical" or (fail_on == "warning" and data["worst"] == "warning")
     )
@@ -255,9 +255,8 @@ def status_cmd(fail_on: str, as_json: bool) -> None:
 @json_option
 def queues_cmd(as_json: bool) -> None:
     """List every queue with depth, rate, rotation, consumers, dead letters and health."""
-    with session() as conn:
-        health = query_dicts(conn, "select * from pgque.queue_health()")
-        rows = _queue_rows(conn, health)
+    with session() as client:
+        rows = _queue_rows(client, _health_rows(client))
     if as_json:
         emit_json(rows)
     elif not rows:
@@ -271,11 +270,11 @@ def queues_cmd(as_json: bool) -> None:
 @json_option
 def consumers_cmd(queue: str | None, as_json: bool) -> None:
     """List the consumers (of QUEUE, or of all queues) with lag, pending events and status."""
-    with session() as conn:
+    with session() as client:
         if queue is not None:
-            require_queue(conn, queue)
-        health = query_dicts(conn, "select * from pgque.queue_health()")
-        rows = [r for r in _consumer_rows(conn, health) if queue in (None, r["queue_name"])]
+            require_queue(client, queue)
+        health = _health_rows(client)
+        rows = [r for r in _consumer_rows(client, health) if queue in (None, r["queue_name"])]
     if as_json:
         emit_json(rows)
     elif not rows:
@@ -284,12 +283,8 @@ def consumers_cmd(queue: str | None, as_json: bool) -> None:
         out().print(consumers_table(rows))
 
 
-def _sample(conn: psycopg.Connection[Any], queue: str) -> dict[str, Any]:
-    row = conn.execute(
-        "select depth, events_per_sec, oldest_msg_age, consumers, now()"
-        " from pgque.queue_stats() where queue_name = %s",
-        (queue,),
-    ).fetchone()
+def _sample(client: PgqueClient, queue: str) -> dict[str, Any]:
+    row = client.conn.execute(query("queue_sample"), (queue,)).fetchone()
     if row is None:
         raise CliError(
             f"no queue named {queue!r}: `pgque queues` lists the queues", ExitCode.NOT_FOUND
@@ -320,10 +315,10 @@ def depth_cmd(
     Depth counts the events its slowest consumer has not finished. With
     --json each sample is one line of JSON.
     """
-    with session() as conn:
-        require_queue(conn, queue)
+    with session() as client:
+        require_queue(client, queue)
         if watch is None:
-            sample = _sample(conn, queue)
+            sample = _sample(client, queue)
             if as_json:
                 emit_json(sample)
             else:
@@ -337,7 +332,7 @@ def depth_cmd(
             if live is not None:
                 live.start()
             while True:
-                sample = _sample(conn, queue)
+                sample = _sample(client, queue)
                 taken += 1
                 history.append(float(sample["depth"]))
                 if as_json:
@@ -384,9 +379,9 @@ def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> Non
     Exits 0 once the depth is 0, or 8 when the timeout passes first.
     """
     started = time.monotonic()
-    with session() as conn:
-        require_queue(conn, queue)
-        sample = _sample(conn, queue)
+    with session() as client:
+        require_queue(client, queue)
+        sample = _sample(client, queue)
         initial = max(int(sample["depth"]), 1)
         progress = Progress(
             TextColumn(f"draining {queue}"),
@@ -401,7 +396,7 @@ def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> Non
             task = progress.add_task("drain", total=initial, depth=sample["depth"])
             while sample["depth"] > 0 and time.monotonic() - started < timeout:
                 time.sleep(min(interval, max(timeout - (time.monotonic() - started), 0.01)))
-                sample = _sample(conn, queue)
+                sample = _sample(client, queue)
                 initial = max(initial, int(sample["depth"]))
                 progress.update(
                     task, total=initial, completed=initial - sample["depth"], depth=sample["depth"]

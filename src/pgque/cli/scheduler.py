@@ -10,18 +10,12 @@ from typing import Any
 
 import click
 
-from pgque.cli._common import (
-    CliError,
-    Duration,
-    ExitCode,
-    command,
-    emit_json,
-    json_option,
-    out,
-    query_dicts,
-    session,
-    settings,
-)
+from pgque.cli._command import command, json_option, settings
+from pgque.cli._errors import CliError, ExitCode
+from pgque.cli._output import as_dicts, emit_json, out
+from pgque.cli._session import session
+from pgque.cli._types import Duration
+from pgque.client import PgqueClient
 from pgque.ticker import Ticker
 
 __all__ = ["COMMANDS"]
@@ -29,8 +23,8 @@ __all__ = ["COMMANDS"]
 log = logging.getLogger("pgque.cli.ticker")
 
 
-def _scheduler_rows(conn: Any) -> list[dict[str, Any]]:
-    return [r for r in query_dicts(conn, "select * from pgque.status()")
+def _scheduler_rows(client: PgqueClient) -> list[dict[str, Any]]:
+    return [r for r in as_dicts(client.status())
             if r["component"] in ("scheduler", "ticker", "maintenance")]  # fmt: skip
 
 
@@ -48,12 +42,12 @@ def start_cmd(ticks_per_second: int | None, as_json: bool) -> None:
 
     Without pg_cron in this database, run `pgque ticker` instead.
     """
-    with session() as conn:
+    with session() as client:
         if ticks_per_second is None:
-            conn.execute("select pgque.start()")
+            client.start_scheduler()
         else:
-            conn.execute("select pgque.start_timetable(%s)", (ticks_per_second,))
-        rows = _scheduler_rows(conn)
+            client.start_timetable(ticks_per_second)
+        rows = _scheduler_rows(client)
     if as_json:
         emit_json({"action": "start", "status": rows})
         return
@@ -65,9 +59,9 @@ def start_cmd(ticks_per_second: int | None, as_json: bool) -> None:
 @json_option
 def stop_cmd(as_json: bool) -> None:
     """Remove pgque's scheduler jobs (pgque.stop()); harmless when none exist."""
-    with session() as conn:
-        conn.execute("select pgque.stop()")
-        rows = _scheduler_rows(conn)
+    with session() as client:
+        client.stop_scheduler()
+        rows = _scheduler_rows(client)
     if as_json:
         emit_json({"action": "stop", "status": rows})
         return
@@ -109,8 +103,8 @@ def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float) -> 
         level=logging.DEBUG if settings().debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    with session() as conn:
-        database = conn.info.dbname
+    with session() as client:
+        database = client.conn.info.dbname
     ticker = Ticker(
         settings().dsn or "",
         poll_interval=poll_interval,

@@ -5,16 +5,10 @@ from __future__ import annotations
 import click
 
 import pgque
-from pgque.cli._common import (
-    CliError,
-    ExitCode,
-    command,
-    connect,
-    emit_json,
-    json_option,
-    out,
-    require_installed,
-)
+from pgque.cli._command import command, json_option
+from pgque.cli._errors import CliError, ExitCode
+from pgque.cli._output import emit_json, out
+from pgque.cli._session import connect, require_installed
 from pgque.installer import installed_version
 
 __all__ = ["COMMANDS"]

@@ -1,4 +1,6 @@
--- The SQL the Python client sends, one named statement per block.
+-- Every statement the Python package sends, one named statement per block
+-- (the installer's pgque.sql aside; SQL that must be dynamic is composed with
+-- psycopg.sql from these blocks).
 --
 -- Each is a thin call of a pgque.* function: the logic lives in the SQL API.
 -- pgque/_queries.py reads this file once; `-- name: <key>` starts a block.
@@ -31,9 +33,6 @@ select pgque.send(%s, %s, %s::json::text, %s, %s, %s, %s)
 
 -- name: send_batch_json_text
 select pgque.send_batch(%s, %s, %s::json[]::text[])
-
--- name: send_batch_extras
-select pgque.send_batch(%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
 
 -- name: subscribe
 select pgque.subscribe(%s, %s)
@@ -171,3 +170,129 @@ select queue_name, check_name, status, detail from pgque.queue_health()
 
 -- name: otel_metrics
 select metric_name, value, labels from pgque.otel_metrics()
+
+-- Administration (PgqueClient / AsyncPgqueClient): queues, dead letters,
+-- scheduler, status. Column lists are written out: each row becomes a
+-- dataclass of pgque.records by position.
+
+-- name: create_queue
+select pgque.create_queue(%s, %s::jsonb)
+
+-- name: drop_queue
+select pgque.drop_queue(%s, %s)
+
+-- name: set_queue_config
+select pgque.set_queue_config(%s, %s, %s)
+
+-- name: pause_queue
+select pgque.pause_queue(%s)
+
+-- name: resume_queue
+select pgque.resume_queue(%s)
+
+-- name: dlq_inspect
+select dl_id, dl_queue_id, dl_consumer_id, dl_time, dl_reason, ev_id, ev_time, ev_retry,
+       ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4
+  from pgque.dlq_inspect(%s, %s)
+
+-- name: dlq_replay
+select pgque.dlq_replay(%s)
+
+-- name: dlq_replay_all
+select replayed, failed, first_error from pgque.dlq_replay_all(%s)
+
+-- name: dlq_purge
+select pgque.dlq_purge(%s, %s::interval)
+
+-- name: start_scheduler
+select pgque.start()
+
+-- name: start_timetable
+select pgque.start_timetable(%s)
+
+-- name: stop_scheduler
+select pgque.stop()
+
+-- name: status
+select component, status, detail from pgque.status()
+
+-- name: queue_stats
+select queue_name, queue_id, depth, oldest_msg_age, consumers, events_per_sec, cur_table,
+       rotation_age, rotation_period, ticker_paused, last_tick_time, last_tick_id, dlq_count
+  from pgque.queue_stats()
+ where %s::text is null or queue_name = %s
+
+-- name: consumer_stats
+select queue_name, consumer_name, lag, pending_events, last_batch_start, batch_active, batch_id
+  from pgque.consumer_stats()
+ where %s::text is null or queue_name = %s
+
+-- The command line (pgque.cli).
+
+-- name: queue_exists
+select exists (select from pgque.get_queue_info(%s))
+
+-- name: pg_cron_version
+select extversion from pg_catalog.pg_extension where extname = 'pg_cron'
+
+-- name: queue_sample
+select depth, events_per_sec, oldest_msg_age, consumers, pg_catalog.now()
+  from pgque.queue_stats()
+ where queue_name = %s
+
+-- name: dlq_oldest_ids
+select dl_id from pgque.dlq_inspect(%s, null) order by dl_id limit %s
+
+-- The Ticker: synchronous_commit of a connection it borrows, read and set
+-- for the session.
+
+-- name: synchronous_commit
+select pg_catalog.current_setting('synchronous_commit')
+
+-- name: set_synchronous_commit
+select pg_catalog.set_config('synchronous_commit', %s, false)
+
+-- The pytest plugin (pgque.testing): may the server's role create the test databases?
+
+-- name: may_create_databases
+select rolsuper or rolcreatedb from pg_catalog.pg_roles where rolname = current_user
+
+-- The Spark connector (pgque.spark).
+
+-- name: spark_client_encoding
+set client_encoding to 'UTF8'
+
+-- name: spark_range_sql
+select pgque.spark_range_sql(%s, %s, %s, %s, %s)
+
+-- A psycopg.sql template: {} is the query spark_range_sql returned. The event
+-- columns as COPY writes them; ev_time as microseconds since the epoch.
+-- name: spark_copy
+copy (select ev_id, (extract(epoch from ev_time) * 1000000)::int8, ev_type, ev_data,
+             ev_retry, ev_extra1, ev_extra2, ev_extra3, ev_extra4
+        from ({}) e) to stdout (format csv)
+
+-- name: spark_start_tick
+select pgque.spark_start_tick(%s, %s, %s)
+
+-- name: spark_latest_tick
+select tick_id from pgque.spark_latest_tick(%s)
+
+-- name: spark_next_tick
+select pgque.spark_next_tick(%s, %s, %s, %s, %s, %s)
+
+-- name: spark_advance
+select pgque.spark_advance(%s, %s, %s)
+
+-- name: spark_consumer_tick
+select last_tick from pgque.get_consumer_info(%s, %s)
+
+-- name: spark_stage
+select pgque.spark_stage(%s, %s, %s, %b::text[], %b::text[],
+                         %b::text[], %b::text[], %b::text[], %b::text[])
+
+-- name: spark_publish
+select pgque.spark_publish(%s, %s, %s::text[], %s::bigint[], %s, %s)
+
+-- name: spark_discard
+select pgque.spark_discard(%s)

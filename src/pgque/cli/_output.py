@@ -1,0 +1,129 @@
+"""What commands print: rich consoles, JSON documents, compact figures, health colours."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+
+__all__ = [
+    "as_dicts",
+    "emit_json",
+    "err",
+    "format_rate",
+    "format_seconds",
+    "out",
+    "seconds",
+    "styled",
+    "to_json",
+    "worst",
+]
+
+
+def _width(stream: Any) -> int | None:
+    """Rich's own width on a terminal or with COLUMNS set; else wide enough for the tables."""
+    if os.environ.get("COLUMNS") or (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    return 120
+
+
+def out() -> Console:
+    """A rich console on the current stdout (colour only on a terminal)."""
+    return Console(file=sys.stdout, highlight=False, width=_width(sys.stdout))
+
+
+def err() -> Console:
+    """A rich console on the current stderr."""
+    return Console(file=sys.stderr, highlight=False, width=_width(sys.stderr))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.timedelta):
+        return round(value.total_seconds(), 6)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def to_json(value: Any, *, indent: int | None = 2) -> str:
+    """JSON text: intervals as seconds, timestamps as ISO 8601, numerics as numbers."""
+    return json.dumps(value, default=_json_default, indent=indent, ensure_ascii=False)
+
+
+def emit_json(value: Any, *, lines: bool = False) -> None:
+    """Print a JSON document (``lines``: one compact line, for streams)."""
+    click.echo(to_json(value, indent=None if lines else 2))
+    if lines:
+        sys.stdout.flush()
+
+
+def as_dicts(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """Dataclass rows (:mod:`pgque.records`) as dicts keyed by their SQL column names."""
+    return [dataclasses.asdict(row) for row in rows]
+
+
+def seconds(value: Any) -> float | None:
+    """Seconds of an interval (or None)."""
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def format_seconds(value: Any, *, empty: str = "-") -> str:
+    """A compact duration for tables: ``850ms``, ``2.1s``, ``3m45s``, ``1h23m``, ``2d4h``."""
+    secs = seconds(value)
+    if secs is None:
+        return empty
+    if secs == 0:
+        return "0s"
+    if secs < 1:
+        return f"{secs * 1000:.0f}ms"
+    if secs < 60:
+        return f"{secs:.1f}s"
+    whole = int(secs)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600}h"
+
+
+def format_rate(value: Any) -> str:
+    """Events per second for tables: ``150/s``, ``0.4/s``."""
+    if value is None:
+        return "-"
+    rate = float(value)
+    return f"{rate:.0f}/s" if rate >= 10 or rate == 0 else f"{rate:.1f}/s"
+
+
+STATUS_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red"}
+STATUS_RANK = {"ok": 0, "warning": 1, "critical": 2}
+
+
+def worst(statuses: Iterator[str] | Sequence[str]) -> str:
+    """The worst of ok / warning / critical (``ok`` when there is none)."""
+    result = "ok"
+    for status in statuses:
+        if STATUS_RANK.get(status, 0) > STATUS_RANK[result]:
+            result = status
+    return result
+
+
+def styled(status: str) -> str:
+    """``status`` in rich markup, coloured by health."""
+    style = STATUS_STYLE.get(status)
+    return f"[{style}]{status}[/]" if style else status
