@@ -222,12 +222,15 @@ def _batch_statement(
     client_side: bool = False,
 ) -> tuple[LiteralString, tuple[Any, ...]]:
     """The send_batch statement: arrays bound in binary unless the cursor binds on the client."""
-    suffix = "_client_side" if client_side else ""
     if types is None and all(c is None for c in columns):
-        return query("producer_send_batch" + suffix), (queue, type, texts)
+        plain = "producer_send_batch_client_side" if client_side else "producer_send_batch"
+        return query(plain), (queue, type, texts)
     if types is None and type != "default":
         types = [type] * len(texts)
-    return query("producer_send_batch_extras" + suffix), (queue, types, texts, *columns)
+    extras = (
+        "producer_send_batch_extras_client_side" if client_side else "producer_send_batch_extras"
+    )
+    return query(extras), (queue, types, texts, *columns)
 
 
 def _client_side(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
