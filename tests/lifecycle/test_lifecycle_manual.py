@@ -380,7 +380,7 @@ def test_pg_cron_15_and_later_get_second_schedules(conn: Conn, version: str) -> 
     assert rows(conn, "select * from pgque._cron_jobs(%s)", version) == [
         ("pgque_ticker", "1 second", "CALL pgque.ticker_loop()"),
         ("pgque_retry_events", "30 seconds", TIMEOUT + "SELECT pgque.maint_retry_events()"),
-        ("pgque_maint", "30 seconds", TIMEOUT + "SELECT pgque.maint()"),
+        ("pgque_maint", "30 seconds", "CALL pgque.run_maint()"),
         ("pgque_rotate_step2", "10 seconds", "SELECT pgque.maint_rotate_tables_step2()"),
         ("pgque_vacuum", "30 seconds", VACUUM),
     ]
@@ -393,7 +393,7 @@ def test_pg_cron_before_15_gets_minute_schedules_and_the_long_loop(
     assert rows(conn, "select * from pgque._cron_jobs(%s)", version) == [
         ("pgque_ticker", "* * * * *", "CALL pgque.ticker_loop_for(58)"),
         ("pgque_retry_events", "* * * * *", TIMEOUT + "SELECT pgque.maint_retry_events()"),
-        ("pgque_maint", "* * * * *", TIMEOUT + "SELECT pgque.maint()"),
+        ("pgque_maint", "* * * * *", "CALL pgque.run_maint()"),
         ("pgque_rotate_step2", "* * * * *", "SELECT pgque.maint_rotate_tables_step2()"),
         ("pgque_vacuum", "* * * * *", VACUUM),
     ]

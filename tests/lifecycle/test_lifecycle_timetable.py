@@ -67,7 +67,7 @@ def test_start_timetable_schedules_five_jobs(timetable: Conn) -> None:
     assert [r[1:] for r in got] == [
         ("pgque_ticker", "@every 1 second", "CALL pgque.ticker_loop()", "SQL", 1),
         ("pgque_retry_events", "@every 30 seconds", "SELECT pgque.maint_retry_events()", "SQL", 1),
-        ("pgque_maint", "@every 30 seconds", "SELECT pgque.maint()", "SQL", 1),
+        ("pgque_maint", "@every 30 seconds", "CALL pgque.run_maint()", "SQL", 1),
         (
             "pgque_rotate_step2",
             "@every 10 seconds",

@@ -26,6 +26,7 @@ PINNED = "search_path=pgque, pg_catalog, pg_temp"
 PROVEN_BY_HOSTILE_PATH = {
     "pgque.ticker_loop_for(integer)",
     "pgque.ticker_loop()",
+    "pgque.run_maint()",
     "pgque.jsontriga()",
     "pgque.logutriga()",
     "pgque.sqltriga()",

@@ -37,6 +37,7 @@ def victim(
 CALLS = [
     "call pgque.ticker_loop_for(1)",
     "call pgque.ticker_loop()",
+    "call pgque.run_maint()",
     "select pgque.send('q', 'x')",
     "select pgque.send_batch('q', array['a', 'b'])",
     "select pgque.force_tick('q')",

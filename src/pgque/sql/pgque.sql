@@ -2172,12 +2172,17 @@ declare
     v_oldest_tick bigint;
     v_next_table text;
 begin
+    -- Never wait: a transaction that received or acked may hold the queue's
+    -- row (a key-share lock, through a foreign key) until it ends. Step 1
+    -- changes no key column, so it does not conflict with those; any other
+    -- holder makes this round skip the queue, and the next round retries
+    -- (queue_health's rotation_health warns when that lasts).
     select * into q from pgque.queue
      where queue_name = i_queue_name
        and queue_rotation_period is not null
        and queue_switch_step2 is not null
        and queue_switch_time + queue_rotation_period < current_timestamp
-       for update;
+       for no key update skip locked;
     if not found then
         return 0;
     end if;
@@ -2240,10 +2245,14 @@ as $$
 begin
     -- Only rotations committed by an earlier transaction: step 2 in the
     -- same transaction as step 1 would lose events of racing writers.
+    -- Rows another transaction holds are skipped, not waited for.
     update pgque.queue
        set queue_switch_step2 = pg_catalog.pg_current_xact_id()
-     where queue_switch_step2 is null
-       and queue_switch_step1 < pg_catalog.pg_current_xact_id();
+     where queue_id in (
+            select queue_id from pgque.queue
+             where queue_switch_step2 is null
+               and queue_switch_step1 < pg_catalog.pg_current_xact_id()
+               for no key update skip locked);
     if found then
         perform pgque.log_event('info', 'rotation', 'step 2', '{}');
     end if;
@@ -2455,6 +2464,58 @@ end
 $$;
 comment on function pgque.maint() is
     'One maintenance round: completes earlier rotations, moves due retries and delayed messages, starts due rotations, runs extra maintenance. Returns the sum of their results.';
+
+-- maint()'s work with a transaction per operation, as PgQ's maintenance
+-- daemon runs maint_operations(): a queue whose step waits or fails holds
+-- back nothing that other queues' steps already did. A procedure that
+-- commits runs as its caller and cannot pin search_path, so every function,
+-- operator and type is qualified (tests/security runs it on a hostile path).
+create or replace procedure pgque.run_maint()
+language plpgsql
+as $$
+declare
+    v_op record;
+    v_ops integer := 0;
+    v_failures integer := 0;
+    v_last_error pg_catalog.text;
+begin
+    -- Inside a transaction block this fails at once (invalid transaction
+    -- termination).
+    commit;
+    perform pgque.maint_rotate_tables_step2();
+    commit;
+    perform pgque._move_retry_events(null);
+    commit;
+    perform pgque.maint_deliver_delayed();
+    commit;
+    for v_op in select o.func_name, o.func_arg from pgque.maint_operations() o loop
+        v_ops := v_ops OPERATOR(pg_catalog.+) 1;
+        begin
+            if v_op.func_name OPERATOR(pg_catalog.=) 'pgque.maint_rotate_tables_step1' then
+                perform pgque.maint_rotate_tables_step1(v_op.func_arg);
+            elsif v_op.func_name OPERATOR(pg_catalog.=) 'pgque.maint_rotate_tables_step2' then
+                perform pgque.maint_rotate_tables_step2();
+            elsif v_op.func_name OPERATOR(pg_catalog.<>) 'vacuum' then
+                -- VACUUM cannot run here (the pgque_vacuum job does it).
+                perform pgque._run_extra_maint(v_op.func_name, v_op.func_arg);
+            end if;
+        exception when query_canceled then
+            raise;
+        when others then
+            -- One failing operation does not stop the others; reported at the end.
+            v_failures := v_failures OPERATOR(pg_catalog.+) 1;
+            v_last_error := pg_catalog.concat_ws(': ', v_op.func_name, v_op.func_arg, sqlerrm);
+        end;
+        commit;
+    end loop;
+    if v_failures OPERATOR(pg_catalog.>) 0 then
+        raise exception 'pgque.run_maint: % of % operations failed; last: %',
+            v_failures, v_ops, v_last_error using detail = 'pgque:maint_failed';
+    end if;
+end
+$$;
+comment on procedure pgque.run_maint() is
+    'CALL outside a transaction block: maint()''s work, one operation per transaction (rotation steps per queue, retries, delayed messages, extra maintenance), so no queue waits for another (what the pg_cron and pg_timetable maint jobs run).';
 
 -- file: functions/info.sql
 -- Information functions: queue and consumer figures for monitoring.
@@ -3978,7 +4039,8 @@ begin
          select i.ctid from pgque.idem i join pgque.queue q on q.queue_id = i.queue_id
           where (i_queue_name is null or q.queue_name = i_queue_name)
             and i.expires_at <= now()
-          limit 10000));
+          limit 10000
+            for update of i skip locked));
     get diagnostics v_deleted = row_count;
     return case when v_deleted >= 10000 then 1 else 0 end;
 end
@@ -4639,15 +4701,16 @@ begin
         command := 'CALL pgque.ticker_loop_for(58)';
     end if;
     return next;
-    -- A bare CALL: any statement before it would put the procedure inside an
-    -- implicit transaction block, where its COMMIT fails. The others may set
-    -- a statement timeout first.
+    -- The procedures (the ticker above, maint below) are bare CALLs: any
+    -- statement before one would put it inside an implicit transaction
+    -- block, where its COMMIT fails. The others may set a statement timeout
+    -- first.
     job_name := 'pgque_retry_events';
     schedule := case when v_seconds then '30 seconds' else '* * * * *' end;
     command := 'SET statement_timeout = ''25s''; SELECT pgque.maint_retry_events()';
     return next;
     job_name := 'pgque_maint';
-    command := 'SET statement_timeout = ''25s''; SELECT pgque.maint()';
+    command := 'CALL pgque.run_maint()';
     return next;
     job_name := 'pgque_rotate_step2';
     schedule := case when v_seconds then '10 seconds' else '* * * * *' end;
@@ -4894,7 +4957,7 @@ begin
         select * from (values
             ('pgque_ticker', '@every 1 second', 'CALL pgque.ticker_loop()'),
             ('pgque_retry_events', '@every 30 seconds', 'SELECT pgque.maint_retry_events()'),
-            ('pgque_maint', '@every 30 seconds', 'SELECT pgque.maint()'),
+            ('pgque_maint', '@every 30 seconds', 'CALL pgque.run_maint()'),
             ('pgque_rotate_step2', '@every 10 seconds', 'SELECT pgque.maint_rotate_tables_step2()'),
             ('pgque_vacuum', '@every 30 seconds', v_vacuum)
         ) as j(job_name, schedule, command)
@@ -7377,8 +7440,12 @@ begin
 end
 $grants$;
 
--- The ticker loops run with the caller's rights and use these helpers.
-grant execute on function pgque._holds_ticker_lock(), pgque._ticker_next_slot(timestamptz)
+-- The ticker loops and run_maint() run with the caller's rights and use these.
+grant execute on function
+    pgque._holds_ticker_lock(),
+    pgque._ticker_next_slot(timestamptz),
+    pgque._move_retry_events(integer),
+    pgque._run_extra_maint(text, text)
 to pgque_admin;
 
 grant execute on function

@@ -127,7 +127,8 @@ begin
          select i.ctid from pgque.idem i join pgque.queue q on q.queue_id = i.queue_id
           where (i_queue_name is null or q.queue_name = i_queue_name)
             and i.expires_at <= now()
-          limit 10000));
+          limit 10000
+            for update of i skip locked));
     get diagnostics v_deleted = row_count;
     return case when v_deleted >= 10000 then 1 else 0 end;
 end

@@ -282,15 +282,16 @@ begin
         command := 'CALL pgque.ticker_loop_for(58)';
     end if;
     return next;
-    -- A bare CALL: any statement before it would put the procedure inside an
-    -- implicit transaction block, where its COMMIT fails. The others may set
-    -- a statement timeout first.
+    -- The procedures (the ticker above, maint below) are bare CALLs: any
+    -- statement before one would put it inside an implicit transaction
+    -- block, where its COMMIT fails. The others may set a statement timeout
+    -- first.
     job_name := 'pgque_retry_events';
     schedule := case when v_seconds then '30 seconds' else '* * * * *' end;
     command := 'SET statement_timeout = ''25s''; SELECT pgque.maint_retry_events()';
     return next;
     job_name := 'pgque_maint';
-    command := 'SET statement_timeout = ''25s''; SELECT pgque.maint()';
+    command := 'CALL pgque.run_maint()';
     return next;
     job_name := 'pgque_rotate_step2';
     schedule := case when v_seconds then '10 seconds' else '* * * * *' end;
@@ -537,7 +538,7 @@ begin
         select * from (values
             ('pgque_ticker', '@every 1 second', 'CALL pgque.ticker_loop()'),
             ('pgque_retry_events', '@every 30 seconds', 'SELECT pgque.maint_retry_events()'),
-            ('pgque_maint', '@every 30 seconds', 'SELECT pgque.maint()'),
+            ('pgque_maint', '@every 30 seconds', 'CALL pgque.run_maint()'),
             ('pgque_rotate_step2', '@every 10 seconds', 'SELECT pgque.maint_rotate_tables_step2()'),
             ('pgque_vacuum', '@every 30 seconds', v_vacuum)
         ) as j(job_name, schedule, command)

@@ -44,8 +44,12 @@ begin
 end
 $grants$;
 
--- The ticker loops run with the caller's rights and use these helpers.
-grant execute on function pgque._holds_ticker_lock(), pgque._ticker_next_slot(timestamptz)
+-- The ticker loops and run_maint() run with the caller's rights and use these.
+grant execute on function
+    pgque._holds_ticker_lock(),
+    pgque._ticker_next_slot(timestamptz),
+    pgque._move_retry_events(integer),
+    pgque._run_extra_maint(text, text)
 to pgque_admin;
 
 grant execute on function
