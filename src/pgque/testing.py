@@ -105,17 +105,13 @@ class PgqueTestServer:
         """Create a database as a copy of ``template``; returns its name."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
         self.admin().execute(
-            sql.SQL("create database {} template {}").format(
-                sql.Identifier(name), sql.Identifier(template)
-            )
+            sql.SQL(query("create_database")).format(sql.Identifier(name), sql.Identifier(template))
         )
         return name
 
     def drop_database(self, name: str) -> None:
         """Drop a database, ending its sessions first."""
-        self.admin().execute(
-            sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
-        )
+        self.admin().execute(sql.SQL(query("drop_database")).format(sql.Identifier(name)))
 
     def close(self) -> None:
         """Close the admin connection and stop the throwaway server, if any."""

@@ -252,7 +252,7 @@ class Ticker:
             for (table,) in conn.execute(query("maint_tables_to_vacuum")).fetchall():
                 schema, _, name = table.partition(".")
                 try:
-                    conn.execute(sql.SQL("vacuum {}").format(sql.Identifier(schema, name)))
+                    conn.execute(sql.SQL(query("vacuum")).format(sql.Identifier(schema, name)))
                 except psycopg.errors.InsufficientPrivilege:
                     logger.debug("ticker: may not vacuum %s", table)
             due.maint = now + self.maint_interval

@@ -243,6 +243,21 @@ select depth, events_per_sec, oldest_msg_age, consumers, pg_catalog.now()
 -- name: dlq_oldest_ids
 select dl_id from pgque.dlq_inspect(%s, null) order by dl_id limit %s
 
+-- Templates for psycopg.sql, where an identifier must be spliced in: each {}
+-- is an sql.Identifier.
+
+-- name: vacuum
+vacuum {}
+
+-- name: listen
+listen {}
+
+-- name: create_database
+create database {} template {}
+
+-- name: drop_database
+drop database if exists {} with (force)
+
 -- The Ticker: synchronous_commit of a connection it borrows, read and set
 -- for the session.
 
