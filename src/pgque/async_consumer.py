@@ -2,7 +2,10 @@
 
 Same options and rules as the threaded consumer (see :mod:`pgque.consumer`):
 one transaction from receive to ack, a NOTIFY wakeup on a separate
-connection, nack on handler errors, reconnect with backoff, graceful stop.
+connection, nack on handler errors (a refused nack dead-letters the message),
+reconnect with backoff, setup errors raised at once, the ticker decided on
+every connection, graceful stop; the shared rules are in
+:mod:`pgque._consumer_policy`.
 Differences that follow from asyncio: ``concurrency`` runs handlers as tasks,
 and a handler ``timeout`` cancels the handler's task (nothing is abandoned).
 Its OpenTelemetry spans and metrics are the threaded consumer's.
@@ -13,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -23,6 +25,7 @@ from opentelemetry import trace
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from pgque import _consumer_policy as policy
 from pgque import tracing
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, lanes
 from pgque._queries import query
@@ -37,10 +40,8 @@ logger = logging.getLogger("pgque")
 AsyncHandler = Callable[..., Awaitable[Any]]
 AH = TypeVar("AH", bound=AsyncHandler)
 
-_ALL_MESSAGES = 2_147_483_647
+_ALL_MESSAGES = policy.ALL_MESSAGES
 _WAIT_SLICE = 0.5
-_BACKOFF_START = 0.1
-_BACKOFF_CAP = 30.0
 
 
 class _BatchAborted(Exception):
@@ -80,28 +81,19 @@ class AsyncConsumer:
         shutdown_timeout: float = 30.0,
         retry_backoff: tuple[float, float] | None = None,
         max_abandoned: int = 10,
+        max_settle_failures: int = 5,
+        subscribe: bool = False,
     ) -> None:
-        # The threaded consumer checks the same arguments the same way.
-        from pgque.consumer import Consumer
-
-        if isinstance(dsn, psycopg.AsyncConnection) and not dsn.autocommit:
-            raise ValueError(
-                "the consumer needs an autocommit connection (it opens and commits"
-                " each batch's transaction itself)"
-            )
-        if not isinstance(dsn, str) and listen_dsn is None:
-            listen = False  # a pooled or given connection never listens
-        checked = Consumer(  # the DSN only matters to its checks, never connected
-            dsn if isinstance(dsn, str) else listen_dsn or "",
-            queue=queue, name=name, poll_interval=poll_interval,
-            max_messages=max_messages, retry_after=retry_after,
-            unknown_handler_policy=unknown_handler_policy, subconsumer=subconsumer,
-            dead_interval=dead_interval, listen=listen, listen_dsn=listen_dsn, ticker=ticker,
+        retry_backoff = policy.check_options(
+            dsn, poll_interval=poll_interval, max_messages=max_messages,
+            retry_after=retry_after, unknown_handler_policy=unknown_handler_policy,
+            subconsumer=subconsumer, dead_interval=dead_interval, ticker=ticker,
             concurrency=concurrency, rate_limit=rate_limit, max_batch_time=max_batch_time,
             shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
-            max_abandoned=max_abandoned,
+            max_settle_failures=max_settle_failures, subscribe=subscribe,
         )  # fmt: skip
-        self._sync = checked
+        if not isinstance(dsn, str) and listen_dsn is None:
+            listen = False  # a pooled or given connection never listens
         self.dsn, self.queue, self.name = dsn, queue, name
         self.poll_interval, self.max_messages, self.retry_after = (
             poll_interval, max_messages, retry_after,
@@ -110,7 +102,8 @@ class AsyncConsumer:
         self.listen, self.listen_dsn, self.ticker = listen, listen_dsn, ticker
         self.concurrency, self.max_batch_time = concurrency, max_batch_time
         self.shutdown_timeout, self.retry_backoff = shutdown_timeout, retry_backoff
-        self.max_abandoned = max_abandoned
+        self.max_abandoned, self.max_settle_failures = max_abandoned, max_settle_failures
+        self.subscribe = subscribe
         self.rate_limit = rate_limit
         self._policy = unknown_handler_policy
         self._handlers: dict[str, HandlerSpec] = {}
@@ -120,6 +113,11 @@ class AsyncConsumer:
         self._observed = (False, False)  # (tracing, metering), set per batch
         self._next_token = 0.0
         self._log = logging.getLogger(f"pgque.consumer.{name}")
+        self._backoff = policy.Backoff()
+        self._settles = policy.SettleFailures(max_settle_failures)
+        # The ticker is threaded: it needs a connection string.
+        source = dsn if isinstance(dsn, str) else listen_dsn
+        self._ticker = policy.TickerSwitch(source, self._log, name)
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
         #: How many times the consumer reconnected after a database error.
@@ -139,7 +137,7 @@ class AsyncConsumer:
 
         Options as :meth:`pgque.Consumer.on`; a ``timeout`` cancels the handler.
         """
-        self._sync.on(type, transactional=transactional, timeout=timeout, ordered_by=ordered_by)
+        policy.check_handler(self.concurrency, transactional, timeout, ordered_by)
 
         def register(handler: AH) -> AH:
             is_async = asyncio.iscoroutinefunction(handler)  # kept apart: no type narrowing
@@ -160,42 +158,23 @@ class AsyncConsumer:
             self._deadline.tighten(0)
 
     async def start(self) -> None:
-        """Consume until :meth:`stop`."""
+        """Consume until :meth:`stop`; raises as :meth:`pgque.Consumer.start` does."""
         self._stop.clear()
         self._hard_stop.clear()
-        ticker = await self._wants_ticker() if self.ticker == "auto" else self.ticker
-        runner = None
-        source = self.dsn if isinstance(self.dsn, str) else self.listen_dsn
-        if ticker and source is not None:
-            from pgque.ticker import Ticker
-
-            runner = Ticker(source).start()
-        elif ticker:
-            self._log.warning("consumer %s: no ticker without a connection string; give"
-                              " listen_dsn, or run a Ticker", self.name)  # fmt: skip
-        try:
-            delay = _BACKOFF_START
+        self._backoff.reset()
+        self._settles = policy.SettleFailures(self.max_settle_failures)
+        with self._ticker:
             while not self._stop.is_set():
                 try:
                     await self._session()
-                    delay = _BACKOFF_START
                 except (psycopg.Error, PgqueError) as exc:
-                    if isinstance(self.dsn, psycopg.AsyncConnection) and self.dsn.closed:
-                        raise PgqueConnectionError(
-                            f"consumer {self.name}: its connection broke ({exc});"
-                            " a given connection is not reopened"
-                        ) from exc
-                    pause = delay * random.uniform(0.8, 1.2)
-                    self._log.exception(
-                        "consumer %s: database error; retrying in %.1fs", self.name, pause
+                    given = isinstance(self.dsn, psycopg.AsyncConnection) and self.dsn.closed
+                    pause = policy.recover(
+                        exc, self._backoff, self._log, self.name, given_closed=given
                     )
                     self.reconnects += 1
                     self.listening = False
                     await self._wait(pause)
-                    delay = min(delay * 2, _BACKOFF_CAP)
-        finally:
-            if runner is not None:
-                runner.stop()
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -223,21 +202,44 @@ class AsyncConsumer:
         finally:
             await conn.close()
 
-    async def _wants_ticker(self) -> bool:
+    async def _wants_ticker(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """The ``ticker`` option decided on ``conn`` (``"auto"`` reads pgque.config)."""
+        if isinstance(self.ticker, bool):
+            return self.ticker
         try:
-            async with self._connection() as conn:
-                cur = await conn.execute(query("scheduler"))
-                row = await cur.fetchone()
+            cur = await conn.execute(query("scheduler"))
+            return policy.ticker_wanted(self.ticker, await cur.fetchone())
         except psycopg.Error as exc:
-            self._log.warning(
-                "consumer %s: cannot read pgque.config (%s); no ticker", self.name, exc
-            )
-            return False
-        return row is None or (row[0] is None and row[1] is None and row[2] is None)
+            return policy.config_unreadable(exc, self._log, self.name)
 
     async def _session(self) -> None:
         async with self._connection() as conn:
-            await self._session_on(conn)
+            try:
+                await self._subscribe(conn)
+                self._ticker.set(await self._wants_ticker(conn))  # decided on every connection
+                await self._session_on(conn)
+            except (psycopg.Error, PgqueError) as exc:
+                if (problem := policy.setup_problem(exc)) is None:
+                    raise
+                exists = await self._queue_exists(conn)
+                raise policy.setup_error(problem, exc, self.queue, self.name, exists) from exc
+
+    async def _subscribe(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """With ``subscribe=True``: subscribe (again) on this connection."""
+        if self.subscribe and self.subconsumer is None:
+            await conn.execute(query("subscribe"), (self.queue, self.name))
+        elif self.subscribe:
+            await conn.execute(
+                query("subscribe_subconsumer"), (self.queue, self.name, self.subconsumer)
+            )
+
+    async def _queue_exists(self, conn: psycopg.AsyncConnection[Any]) -> bool | None:
+        """Whether the queue exists (None: cannot tell), to word a setup error."""
+        try:
+            row = await (await conn.execute(policy.QUEUE_EXISTS, (self.queue,))).fetchone()
+        except psycopg.Error:
+            return None
+        return bool(row and row[0])
 
     async def _session_on(self, conn: psycopg.AsyncConnection[Any]) -> None:
         listener = None
@@ -267,30 +269,42 @@ class AsyncConsumer:
             raise from_database_error(exc) from exc
 
     async def _poll_once(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        """Receive one batch, dispatch it, ack it; the number of messages (None: nothing).
+        A batch not settled is rolled back and, after a pause, its count returned."""
         if self._stop.is_set():
             return None
         try:
-            if self.subconsumer is not None:
-                msgs = await self._traced_receive(
-                    conn, "receive_coop", self.queue, self.name, self.subconsumer,
-                    self.max_messages, self.dead_interval,
-                )  # fmt: skip
-                if not msgs:
-                    return None
-                async with conn.transaction():
-                    return await self._process(conn, msgs)
-            async with conn.transaction():
-                msgs = await self._traced_receive(
-                    conn, "receive", self.queue, self.name, self.max_messages
-                )
-                if not msgs:
-                    return None
-                return await self._process(conn, msgs)
+            count = await self._poll_batch(conn)
         except _BatchAborted:
             self._log.warning("consumer %s: stopped mid-batch; batch rolled back", self.name)
             return None
+        except policy.SettleFailed as failed:
+            await self._wait(self._settles.failed(failed.cause, self._log, self.name))
+            return failed.handled
         finally:
             self.last_poll_at = time.time()
+        self._backoff.reset()  # a healthy poll: the next reconnect pause starts small
+        if count:
+            self._settles.succeeded()
+        return count
+
+    async def _poll_batch(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        if self.subconsumer is not None:
+            msgs = await self._traced_receive(
+                conn, "receive_coop", self.queue, self.name, self.subconsumer,
+                self.max_messages, self.dead_interval,
+            )  # fmt: skip
+            if not msgs:
+                return None
+            async with conn.transaction():
+                return await self._process(conn, msgs)
+        async with conn.transaction():
+            msgs = await self._traced_receive(
+                conn, "receive", self.queue, self.name, self.max_messages
+            )
+            if not msgs:
+                return None
+            return await self._process(conn, msgs)
 
     async def _traced_receive(
         self, conn: psycopg.AsyncConnection[Any], name: str, *params: Any
@@ -319,25 +333,39 @@ class AsyncConsumer:
             self._deadline.tighten(self.max_batch_time)
         if self._stop.is_set():
             self._deadline.tighten(self.shutdown_timeout)
-        settled, count = True, 0
-        while msgs:
-            outcomes = await self._run_handlers(conn, msgs)
-            for msg, outcome in zip(msgs, outcomes, strict=True):
-                settled = await self._settle(conn, msg, outcome) and settled
-            count += len(msgs)
-            msgs = (
-                [Message(*r) for r in await self._call(
-                    conn, "batch_rest", batch_id, batch_id, msgs[-1].msg_id)]
-                if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
-                else []
-            )  # fmt: skip
-        if settled and await self._traced_ack(conn, batch_id) == 0:
+        count = 0
+        try:
+            while msgs:
+                outcomes = await self._run_handlers(conn, msgs)
+                for msg, outcome in zip(msgs, outcomes, strict=True):
+                    await self._settle(conn, msg, outcome)
+                count += len(msgs)
+                msgs = (
+                    [Message(*r) for r in await self._call(
+                        conn, "batch_rest", batch_id, batch_id, msgs[-1].msg_id)]
+                    if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
+                    else []
+                )  # fmt: skip
+            acked = await self._ack(conn, batch_id)
+        except policy.SettleFailed as failed:
+            failed.handled = count + len(msgs)
+            raise
+        if acked == 0:
             self._log.warning(
                 "pgque: ack batch %s returned 0 -- stale or double ack"
                 " (batch already finished or not found)",
                 batch_id,
             )
         return count
+
+    async def _ack(self, conn: psycopg.AsyncConnection[Any], batch_id: int) -> int:
+        """Ack the batch; a refusal (not a lost connection) is a failed settle."""
+        try:
+            return await self._traced_ack(conn, batch_id)
+        except PgqueError as exc:
+            if policy.is_connection_error(exc):
+                raise
+            raise policy.SettleFailed(exc) from exc
 
     async def _traced_ack(self, conn: psycopg.AsyncConnection[Any], batch_id: int) -> int:
         attributes = {CONSUMER_GROUP: self.name}
@@ -434,35 +462,43 @@ class AsyncConsumer:
 
     async def _settle(
         self, conn: psycopg.AsyncConnection[Any], msg: Message, outcome: Outcome
-    ) -> bool:
+    ) -> None:
+        """Apply an outcome on the batch's connection (in a savepoint); a refused nack
+        dead-letters the message with the cause (see :func:`policy.settle_refused`)."""
         if outcome.action == "ack":
-            return True
-        operation = "dead_letter" if outcome.action == "dead" else "nack"
-        attributes = {CONSUMER_GROUP: self.name}
+            return
+        if outcome.action == "fail":
+            raise policy.SettleFailed(PgqueError(f"msg_id={msg.msg_id} is not settled"))
+        delay = None
+        if outcome.action == "nack":
+            delay = policy.retry_delay(msg, outcome, self.retry_after, self.retry_backoff)
         try:
-            async with conn.transaction():
-                with telemetry().operation(operation, self.queue, attributes=attributes) as op:
-                    op.set_message_id(msg.msg_id)
-                    await self._settle_in_db(conn, msg, outcome)
-        except Exception:
-            what = "unhandled msg_id" if outcome.unhandled else "msg_id"
-            self._log.exception(
-                "nack failed for %s=%s; skipping batch ack so PgQ redelivers", what, msg.msg_id
-            )
-            return False
-        return True
+            await self._settle_in_db(conn, msg, delay, outcome.reason)
+        except Exception as exc:
+            reason = policy.settle_refused(exc, msg, delay, outcome.reason, self._log, self.name)
+            try:
+                await self._settle_in_db(conn, msg, None, reason)
+            except Exception as again:
+                policy.settle_refused(again, msg, None, reason, self._log, self.name)
 
     async def _settle_in_db(
-        self, conn: psycopg.AsyncConnection[Any], msg: Message, outcome: Outcome
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        msg: Message,
+        delay: float | None,
+        reason: str | None,
     ) -> None:
-        """Dead-letter or nack one message of the open batch."""
-        if outcome.action == "dead":
-            await self._call(conn, "dead_letter_event", msg.batch_id, msg.msg_id, outcome.reason)
-            return
-        delay = self._sync._retry_delay(msg, outcome)
-        await self._call(
-            conn, "nack_by_id", msg.batch_id, msg.msg_id, f"{delay} seconds", outcome.reason
-        )
+        """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
+        operation = "nack" if delay is not None else "dead_letter"
+        attributes = {CONSUMER_GROUP: self.name}
+        async with conn.transaction():
+            with telemetry().operation(operation, self.queue, attributes=attributes) as op:
+                op.set_message_id(msg.msg_id)
+                if delay is None:
+                    await self._call(conn, "dead_letter_event", msg.batch_id, msg.msg_id, reason)
+                else:
+                    interval = policy.retry_interval(delay)
+                    await self._call(conn, "nack_by_id", msg.batch_id, msg.msg_id, interval, reason)
 
     async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
         deadline = time.monotonic() + self.poll_interval

@@ -10,8 +10,12 @@ batch is acked when every message was handled or nacked.
 
 Between polls the consumer waits for a NOTIFY on ``pgque_<queue>`` (sent by
 every tick) on a separate listening connection, or ``poll_interval``
-seconds at most. Database errors never end the loop: it reconnects with
-backoff (100 ms doubling to 30 s, with jitter) and polls at once.
+seconds at most. Connection errors never end the loop: it reconnects with
+backoff (100 ms doubling to 30 s, with jitter, from 100 ms again after a
+successful poll) and polls at once; a setup error (no subscription, no
+queue) ends it at once. Whether to run a ticker, and whether to subscribe,
+are decided on every (re)connection. The shared rules are in
+:mod:`pgque._consumer_policy`.
 
 Stopping (``stop()``, SIGTERM or SIGINT) ends the loop after the current
 batch; a batch that does not finish within ``shutdown_timeout`` is rolled
@@ -22,7 +26,6 @@ rolling the batch back.
 from __future__ import annotations
 
 import logging
-import random
 import signal
 import threading
 import time
@@ -36,7 +39,9 @@ from opentelemetry import trace
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from pgque import _consumer_policy as policy
 from pgque import tracing
+from pgque._consumer_policy import ConsumerGaveUp
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, lanes
 from pgque._queries import query
 from pgque.client import PgqueClient
@@ -51,10 +56,8 @@ logger = logging.getLogger("pgque")
 Handler = Callable[[Message], Any]
 H = TypeVar("H", bound=Handler)
 
-_ALL_MESSAGES = 2_147_483_647
+_ALL_MESSAGES = policy.ALL_MESSAGES
 _WAIT_SLICE = 0.5
-_BACKOFF_START = 0.1
-_BACKOFF_CAP = 30.0
 
 
 class _BatchAborted(Exception):
@@ -65,16 +68,13 @@ class _ConnectionAbandoned(Exception):
     """A transactional handler timed out: its connection was closed under it."""
 
 
-class ConsumerGaveUp(PgqueError):
-    """Too many handler threads timed out and could not be stopped: restart the process."""
-
-
 class Consumer:
     """Receives a queue's batches and dispatches each message to a handler by type.
 
     The constructor only checks and stores its arguments; no database work
-    happens until :meth:`start`. The consumer does not subscribe itself:
-    ``subscribe`` first (in cooperative mode ``receive_coop`` registers).
+    happens until :meth:`start`. The consumer does not subscribe itself
+    unless ``subscribe=True``: ``pgque subscribe QUEUE NAME`` first (in
+    cooperative mode ``receive_coop`` registers the member).
 
     Args:
         dsn: Connection string, used as given; or a ``psycopg_pool.ConnectionPool``
@@ -90,7 +90,8 @@ class Consumer:
             seconds. Defaults to 30.
         max_messages: Messages read per receive call; a larger batch is read
             to the end before the ack. Defaults to all of it.
-        retry_after: Seconds before a failed message is retried. Defaults to 60.
+        retry_after: Seconds before a failed message is retried, from 0 to
+            3,110,400,000 (100 years, ``pgque.nack``'s bound). Defaults to 60.
         unknown_handler_policy: ``"nack"`` (default) retries messages without a
             handler; ``"ack"`` lets the batch ack cover them, with a warning.
         subconsumer: Join a cooperative consumer as this member
@@ -122,6 +123,14 @@ class Consumer:
             killed) the consumer tolerates before it exits with
             :class:`ConsumerGaveUp` for its supervisor to restart it.
             Defaults to 10.
+        max_settle_failures: How many batches in a row may fail to settle (a
+            dead letter or the ack refused by the server; each is rolled back
+            and tried again after a growing pause) before :meth:`start`
+            raises :class:`ConsumerGaveUp`. Defaults to 5.
+        subscribe: Subscribe the consumer (or, with ``subconsumer``, the
+            member) on every connection, if it is not yet. Defaults to False:
+            a consumer that is not subscribed makes :meth:`start` raise
+            :class:`~pgque.errors.PgqueConsumerNotFound`.
     """
 
     def __init__(
@@ -145,55 +154,37 @@ class Consumer:
         shutdown_timeout: float = 30.0,
         retry_backoff: tuple[float, float] | None = None,
         max_abandoned: int = 10,
+        max_settle_failures: int = 5,
+        subscribe: bool = False,
     ) -> None:
-        if unknown_handler_policy not in ("nack", "ack"):
-            raise ValueError(
-                f"unknown_handler_policy must be 'nack' or 'ack', got {unknown_handler_policy!r}"
-            )
-        if dead_interval is not None and subconsumer is None:
-            raise ValueError("dead_interval needs subconsumer= (it applies to cooperative members)")
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
-        if max_messages < 1:
-            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
-        if ticker not in (True, False, "auto"):
-            raise ValueError(f"ticker must be True, False or 'auto', got {ticker!r}")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        for option, value in (
-            ("max_batch_time", max_batch_time),
-            ("shutdown_timeout", shutdown_timeout),
-        ):
-            if value is not None and value < 0:
-                raise ValueError(f"{option} must be >= 0 seconds, got {value}")
-        if retry_backoff is not None and not 0 <= retry_backoff[0] <= retry_backoff[1]:
-            raise ValueError(
-                f"retry_backoff must be (base, cap) with 0 <= base <= cap, got {retry_backoff}"
-            )
-        if isinstance(dsn, psycopg.Connection) and not dsn.autocommit:
-            raise ValueError(
-                "the consumer needs an autocommit connection (it opens and commits"
-                " each batch's transaction itself)"
-            )
+        retry_backoff = policy.check_options(
+            dsn, poll_interval=poll_interval, max_messages=max_messages,
+            retry_after=retry_after, unknown_handler_policy=unknown_handler_policy,
+            subconsumer=subconsumer, dead_interval=dead_interval, ticker=ticker,
+            concurrency=concurrency, rate_limit=rate_limit, max_batch_time=max_batch_time,
+            shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
+            max_settle_failures=max_settle_failures, subscribe=subscribe,
+        )  # fmt: skip
         self.dsn = dsn
         self._pool_source = dsn if isinstance(dsn, ConnectionPool) else None
         if not isinstance(dsn, str) and listen_dsn is None:
             listen = False  # a pooled or given connection never listens
-        self.queue = queue
-        self.name = name
-        self.poll_interval = poll_interval
-        self.max_messages = max_messages
-        self.retry_after = retry_after
-        self.subconsumer = subconsumer
-        self.dead_interval = dead_interval
-        self.listen = listen
-        self.listen_dsn = listen_dsn
-        self.ticker = ticker
-        self.concurrency = concurrency
-        self.max_batch_time = max_batch_time
-        self.shutdown_timeout = shutdown_timeout
-        self.retry_backoff = retry_backoff
-        self.max_abandoned = max_abandoned
+        self.queue, self.name, self.poll_interval = queue, name, poll_interval
+        self.max_messages, self.retry_after = max_messages, retry_after
+        self.subconsumer, self.dead_interval = subconsumer, dead_interval
+        self.listen, self.listen_dsn, self.ticker = listen, listen_dsn, ticker
+        self.concurrency, self.max_batch_time = concurrency, max_batch_time
+        self.shutdown_timeout, self.retry_backoff = shutdown_timeout, retry_backoff
+        self.max_abandoned, self.max_settle_failures = max_abandoned, max_settle_failures
+        self.subscribe = subscribe
+        self._log = logging.getLogger(f"pgque.consumer.{name}")
+        self._backoff = policy.Backoff()
+        self._settles = policy.SettleFailures(max_settle_failures)
+        # A pool lends the ticker one connection for as long as it runs.
+        source = listen_dsn or dsn
+        self._ticker = policy.TickerSwitch(
+            None if isinstance(source, psycopg.Connection) else source, self._log, name
+        )
         self._rate = RateLimiter(rate_limit) if rate_limit is not None else None
         self._policy = unknown_handler_policy
         self._handlers: dict[str, HandlerSpec] = {}
@@ -202,7 +193,6 @@ class Consumer:
         self._batch_deadline = Deadline()
         self._observed = (False, False)  # (tracing, metering), set per batch
         self._abandoned = 0
-        self._log = logging.getLogger(f"pgque.consumer.{name}")
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
         #: How many times the consumer reconnected after a database error.
@@ -240,16 +230,7 @@ class Consumer:
                 with ``concurrency``. A nacked message comes back after later
                 messages of its key.
         """
-        if transactional and self.concurrency > 1:
-            raise ValueError(
-                "transactional handlers need concurrency=1: they share the batch's connection"
-            )
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        if ordered_by is not None and ordered_by not in Message.__dataclass_fields__:
-            raise ValueError(
-                f"ordered_by must be a Message field such as 'extra1', got {ordered_by!r}"
-            )
+        policy.check_handler(self.concurrency, transactional, timeout, ordered_by)
 
         def register(handler: H) -> H:
             self._handlers[type] = HandlerSpec(handler, transactional, timeout, ordered_by)
@@ -281,55 +262,93 @@ class Consumer:
         return self._stop.is_set()
 
     def start(self) -> None:
-        """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread)."""
+        """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread).
+
+        Raises:
+            PgqueConsumerNotFound: Not subscribed (the message says what to run).
+            PgqueQueueNotFound: No such queue. PgqueNotInstalledError: no pgque.
+            ConsumerGaveUp: See ``max_settle_failures`` and ``max_abandoned``.
+            PgqueConnectionError: The connection you gave broke.
+        """
         self._stop.clear()
         self._hard_stop.clear()
-        with self._signals(), self._maybe_ticker(), self._workers():
-            delay = _BACKOFF_START
+        self._backoff.reset()
+        self._settles = policy.SettleFailures(self.max_settle_failures)
+        with self._signals(), self._ticker, self._workers():
             while not self._stop.is_set():
                 try:
                     self._session()
-                    delay = _BACKOFF_START
                 except (psycopg.Error, PgqueError, _ConnectionAbandoned) as exc:
-                    if isinstance(exc, ConsumerGaveUp):
-                        raise
-                    if isinstance(self.dsn, psycopg.Connection) and self.dsn.closed:
-                        raise PgqueConnectionError(
-                            f"consumer {self.name}: its connection broke ({exc});"
-                            " a given connection is not reopened"
-                        ) from exc
-                    pause = delay * random.uniform(0.8, 1.2)
-                    self._log.exception(
-                        "consumer %s: database error; retrying in %.1fs", self.name, pause
-                    )
-                    self.reconnects += 1
-                    self.listening = False
-                    self._wait(pause)
-                    delay = min(delay * 2, _BACKOFF_CAP)
+                    self._recover(exc)
+
+    def _recover(self, exc: BaseException) -> None:
+        """After a session ended with ``exc``: raise, or wait the reconnect pause."""
+        given = isinstance(self.dsn, psycopg.Connection) and self.dsn.closed
+        pause = policy.recover(exc, self._backoff, self._log, self.name, given_closed=given)
+        self.reconnects += 1
+        self.listening = False
+        self._wait(pause)
 
     def _session(self) -> None:
         """One connection (and listener): poll, dispatch, wait, until stopped or an error."""
-        with self._connection() as conn, self._listener() as listener:
-            while not self._stop.is_set():
-                processed = self._poll_once(conn)
-                if processed:
-                    continue  # more may be waiting: poll again at once
-                self._wait_for_work(listener)
+        with self._connection() as conn, self._setup_errors(conn):
+            self._subscribe(conn)
+            self._ticker.set(self._wants_ticker(conn))  # decided on every connection
+            with self._listener() as listener:
+                while not self._stop.is_set():
+                    processed = self._poll_once(conn)
+                    if processed:
+                        continue  # more may be waiting: poll again at once
+                    self._wait_for_work(listener)
+
+    @contextmanager
+    def _setup_errors(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """Turn a setup error met inside (no subscription, no queue) into one saying what to do."""
+        try:
+            yield
+        except (psycopg.Error, PgqueError) as exc:
+            if (problem := policy.setup_problem(exc)) is None:
+                raise
+            exists = self._queue_exists(conn)
+            raise policy.setup_error(problem, exc, self.queue, self.name, exists) from exc
+
+    def _subscribe(self, conn: psycopg.Connection[Any]) -> None:
+        """With ``subscribe=True``: subscribe (again) on this connection."""
+        if self.subscribe and self.subconsumer is None:
+            conn.execute(query("subscribe"), (self.queue, self.name))
+        elif self.subscribe:
+            conn.execute(query("subscribe_subconsumer"), (self.queue, self.name, self.subconsumer))
+
+    def _queue_exists(self, conn: psycopg.Connection[Any]) -> bool | None:
+        """Whether the queue exists (None: cannot tell), to word a setup error."""
+        try:
+            row = conn.execute(policy.QUEUE_EXISTS, (self.queue,)).fetchone()
+        except psycopg.Error:
+            return None
+        return bool(row and row[0])
 
     def _poll_once(self, conn: psycopg.Connection[Any]) -> int | None:
-        """Receive one batch, dispatch it, ack it; the number of messages (None: nothing)."""
+        """Receive one batch, dispatch it, ack it; the number of messages (None: nothing).
+        A batch not settled is rolled back and, after a pause, its count returned."""
         if self._stop.is_set():
             return None
         try:
-            return self._poll_batch(conn)
+            count = self._poll_batch(conn)
         except _BatchAborted:
             self._log.warning(
                 "consumer %s: stopped mid-batch; the batch was rolled back for redelivery",
                 self.name,
             )
             return None
+        except policy.SettleFailed as failed:
+            self._wait(self._settles.failed(failed.cause, self._log, self.name))
+            return failed.handled
         finally:
             self.last_poll_at = time.time()
+        self._backoff.reset()  # a healthy poll: the next reconnect pause starts small
+        if count:
+            self._settles.succeeded()
+        return count
 
     def _poll_batch(self, conn: psycopg.Connection[Any]) -> int | None:
         client = PgqueClient(conn)
@@ -382,26 +401,39 @@ class Consumer:
             self._batch_deadline.tighten(self.max_batch_time)
         if self._stop.is_set():
             self._batch_deadline.tighten(self.shutdown_timeout)
-        settled = True
         count = 0
-        while msgs:
-            outcomes = self._run_handlers(conn, msgs)
-            for msg, outcome in zip(msgs, outcomes, strict=True):
-                settled = self._settle(conn, client, msg, outcome) and settled
-            count += len(msgs)
-            # ack finishes the whole batch: first read what receive cut off.
-            msgs = (
-                client.receive_rest(batch_id, msgs[-1].msg_id)
-                if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
-                else []
-            )
-        if settled and self._traced_ack(client, batch_id) == 0:
+        try:
+            while msgs:
+                outcomes = self._run_handlers(conn, msgs)
+                for msg, outcome in zip(msgs, outcomes, strict=True):
+                    self._settle(conn, msg, outcome)
+                count += len(msgs)
+                # ack finishes the whole batch: first read what receive cut off.
+                msgs = (
+                    client.receive_rest(batch_id, msgs[-1].msg_id)
+                    if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
+                    else []
+                )
+            acked = self._ack(client, batch_id)
+        except policy.SettleFailed as failed:
+            failed.handled = count + len(msgs)
+            raise
+        if acked == 0:
             self._log.warning(
                 "pgque: ack batch %s returned 0 -- stale or double ack"
                 " (batch already finished or not found)",
                 batch_id,
             )
         return count
+
+    def _ack(self, client: PgqueClient, batch_id: int) -> int:
+        """Ack the batch; a refusal (not a lost connection) is a failed settle."""
+        try:
+            return self._traced_ack(client, batch_id)
+        except (psycopg.Error, PgqueError) as exc:
+            if policy.is_connection_error(exc):
+                raise
+            raise policy.SettleFailed(exc) from exc
 
     def _traced_ack(self, client: PgqueClient, batch_id: int) -> int:
         with telemetry().operation("ack", self.queue, attributes={CONSUMER_GROUP: self.name}):
@@ -492,20 +524,7 @@ class Consumer:
         with conn.transaction():
             if spec.timeout is None:
                 spec.func(msg, conn)
-                return
-            done = threading.Event()
-            failure: list[BaseException] = []
-
-            def call() -> None:
-                try:
-                    spec.func(msg, conn)
-                except BaseException as exc:
-                    failure.append(exc)
-                finally:
-                    done.set()
-
-            threading.Thread(target=call, name=f"pgque-handler-{msg.msg_id}", daemon=True).start()
-            if not done.wait(spec.timeout):
+            elif not _in_thread(lambda: spec.func(msg, conn), msg, spec.timeout):
                 self._log.error(
                     "transactional handler for msg_id=%s exceeded %ss; closing the batch's"
                     " connection (the batch rolls back) and reconnecting",
@@ -514,77 +533,58 @@ class Consumer:
                 conn.cancel_safe()
                 conn.close()
                 raise _ConnectionAbandoned(f"handler for msg_id={msg.msg_id} timed out")
-            if failure:
-                raise failure[0]
 
     def _call_with_timeout(self, spec: HandlerSpec, msg: Message) -> None:
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                spec.func(msg)
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=call, name=f"pgque-handler-{msg.msg_id}", daemon=True).start()
-        if not done.wait(spec.timeout):
-            self._abandoned += 1
-            self._log.error(
-                "handler for msg_id=%s exceeded %ss; its thread is abandoned (%d of %d allowed)",
-                msg.msg_id, spec.timeout, self._abandoned, self.max_abandoned,
-            )  # fmt: skip
-            if self._abandoned > self.max_abandoned:
-                raise ConsumerGaveUp(
-                    f"{self._abandoned} handler threads timed out and are still running"
-                )
-            raise TimeoutError(f"handler exceeded {spec.timeout}s")
-        if failure:
-            raise failure[0]
-
-    def _settle(
-        self, conn: psycopg.Connection[Any], client: PgqueClient, msg: Message, outcome: Outcome
-    ) -> bool:
-        """Apply an outcome on the batch's connection; False if the batch must not be acked."""
-        if outcome.action == "ack":
-            return True
-        if outcome.action == "fail":
-            return False
-        operation = "dead_letter" if outcome.action == "dead" else "nack"
-        try:
-            with (
-                _savepoint(conn),
-                telemetry().operation(
-                    operation, self.queue, attributes={CONSUMER_GROUP: self.name}
-                ) as op,
-            ):
-                op.set_message_id(msg.msg_id)
-                if outcome.action == "dead":
-                    conn.execute(
-                        query("dead_letter_event"), (msg.batch_id, msg.msg_id, outcome.reason)
-                    )
-                else:
-                    client.nack(
-                        msg.batch_id, msg, retry_after=self._retry_delay(msg, outcome),
-                        reason=outcome.reason,
-                    )  # fmt: skip
-        except Exception:
-            what = "unhandled msg_id" if outcome.unhandled else "msg_id"
-            self._log.exception(
-                "nack failed for %s=%s; skipping batch ack so PgQ redelivers", what, msg.msg_id
+        assert spec.timeout is not None
+        if _in_thread(lambda: spec.func(msg), msg, spec.timeout):
+            return
+        self._abandoned += 1
+        self._log.error(
+            "handler for msg_id=%s exceeded %ss; its thread is abandoned (%d of %d allowed)",
+            msg.msg_id, spec.timeout, self._abandoned, self.max_abandoned,
+        )  # fmt: skip
+        if self._abandoned > self.max_abandoned:
+            raise policy.ConsumerGaveUp(
+                f"{self._abandoned} handler threads timed out and are still running"
             )
-            return False
-        return True
+        raise TimeoutError(f"handler exceeded {spec.timeout}s")
 
-    def _retry_delay(self, msg: Message, outcome: Outcome) -> float:
-        if outcome.retry_after is not None:
-            return outcome.retry_after
-        if self.retry_backoff is not None and outcome.error is not None:
-            base, cap = self.retry_backoff
-            return float(min(cap, base * 2 ** (msg.retry_count or 0)))
-        return self.retry_after
+    def _settle(self, conn: psycopg.Connection[Any], msg: Message, outcome: Outcome) -> None:
+        """Apply an outcome on the batch's connection (in a savepoint); a refused nack
+        dead-letters the message with the cause (see :func:`policy.settle_refused`)."""
+        if outcome.action == "ack":
+            return
+        if outcome.action == "fail":
+            raise policy.SettleFailed(PgqueError(f"msg_id={msg.msg_id} is not settled"))
+        delay = None
+        if outcome.action == "nack":
+            delay = policy.retry_delay(msg, outcome, self.retry_after, self.retry_backoff)
+        try:
+            self._settle_in_db(conn, msg, delay, outcome.reason)
+        except Exception as exc:
+            reason = policy.settle_refused(exc, msg, delay, outcome.reason, self._log, self.name)
+            try:
+                self._settle_in_db(conn, msg, None, reason)
+            except Exception as again:
+                policy.settle_refused(again, msg, None, reason, self._log, self.name)
+
+    def _settle_in_db(
+        self, conn: psycopg.Connection[Any], msg: Message, delay: float | None, reason: str | None
+    ) -> None:
+        """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
+        operation = "nack" if delay is not None else "dead_letter"
+        with (
+            _savepoint(conn),
+            telemetry().operation(
+                operation, self.queue, attributes={CONSUMER_GROUP: self.name}
+            ) as op,
+        ):
+            op.set_message_id(msg.msg_id)
+            if delay is None:
+                conn.execute(query("dead_letter_event"), (msg.batch_id, msg.msg_id, reason))
+            else:
+                interval = policy.retry_interval(delay)
+                conn.execute(query("nack_by_id"), (msg.batch_id, msg.msg_id, interval, reason))
 
     # -- waiting ---------------------------------------------------------------
 
@@ -686,38 +686,36 @@ class Consumer:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    @contextmanager
-    def _maybe_ticker(self) -> Iterator[None]:
-        if not self._wants_ticker():
-            yield
-            return
-        from pgque.ticker import Ticker
-
-        source = self.listen_dsn or self.dsn
-        if isinstance(source, psycopg.Connection):
-            self._log.warning("consumer %s: no ticker on a given connection (it carries the"
-                              " batches); give listen_dsn, or run a Ticker", self.name)  # fmt: skip
-            yield
-            return
-        # A pool lends the ticker one connection for as long as it runs.
-        ticker = Ticker(source).start()
-        try:
-            yield
-        finally:
-            ticker.stop()
-
-    def _wants_ticker(self) -> bool:
-        if self.ticker is True or self.ticker is False:
+    def _wants_ticker(self, conn: psycopg.Connection[Any]) -> bool:
+        """The ``ticker`` option decided on ``conn`` (``"auto"`` reads pgque.config)."""
+        if isinstance(self.ticker, bool):
             return self.ticker
         try:
-            with self._connection() as conn:
-                row = conn.execute(query("scheduler")).fetchone()
+            return policy.ticker_wanted(self.ticker, conn.execute(query("scheduler")).fetchone())
         except psycopg.Error as exc:
-            self._log.warning(
-                "consumer %s: cannot read pgque.config (%s); no ticker", self.name, exc
-            )
-            return False
-        return row is None or (row[0] is None and row[1] is None and row[2] is None)
+            return policy.config_unreadable(exc, self._log, self.name)
+
+
+def _in_thread(call: Callable[[], Any], msg: Message, timeout: float) -> bool:
+    """Run ``call`` in a daemon thread for up to ``timeout`` seconds: False if it still
+    runs then (it cannot be killed), else True, or what it raised."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"pgque-handler-{msg.msg_id}", daemon=True).start()
+    if not done.wait(timeout):
+        return False
+    if failure:
+        raise failure[0]
+    return True
 
 
 @contextmanager

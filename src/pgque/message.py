@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pgque._consumer_policy import check_delay
+
 __all__ = ["Event", "Message"]
 
 
@@ -36,9 +38,10 @@ class Message:
 
     def nack(self, retry_after: float | None = None, reason: str | None = None) -> None:
         """Inside a Consumer handler: retry this message (after ``retry_after`` seconds,
-        default the consumer's), or dead-letter it past the queue's max retries."""
-        if retry_after is not None and retry_after < 0:
-            raise ValueError(f"retry_after must be >= 0 seconds, got {retry_after}")
+        from 0 to 3,110,400,000 (100 years); default the consumer's), or dead-letter it
+        past the queue's max retries."""
+        if retry_after is not None:
+            check_delay("retry_after", retry_after)
         self._decision = ("nack", retry_after, reason)
 
     def dead_letter(self, reason: str) -> None:

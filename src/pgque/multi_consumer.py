@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from pgque.consumer import (
-    _BACKOFF_CAP,
-    _BACKOFF_START,
-    Consumer,
-    ConsumerGaveUp,
-    _ConnectionAbandoned,
-)
+from pgque import _consumer_policy as policy
+from pgque.consumer import Consumer, _ConnectionAbandoned
 from pgque.errors import PgqueError
 
 __all__ = ["MultiQueueConsumer"]
@@ -30,7 +25,8 @@ class MultiQueueConsumer:
     again from the first, so a lower-priority queue gets a batch only while
     every queue before it is empty. All consumers must share one DSN; each
     keeps its own handlers and options. The in-process ticker follows the
-    first consumer's ``ticker`` setting.
+    first consumer's ``ticker`` setting, decided on every (re)connection;
+    setup errors and giving up end :meth:`start` as for one consumer.
 
     Args:
         consumers: The consumers, highest priority first.
@@ -52,32 +48,32 @@ class MultiQueueConsumer:
             consumer.stop(now=now)
 
     def start(self) -> None:
-        """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread)."""
+        """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread).
+
+        Raises what :meth:`pgque.Consumer.start` raises.
+        """
         first = self._first
         for consumer in self.consumers:
             consumer._stop.clear()
             consumer._hard_stop.clear()
-        with first._signals(), first._maybe_ticker(), contextlib.ExitStack() as stack:
+            consumer._settles = policy.SettleFailures(consumer.max_settle_failures)
+        first._backoff.reset()
+        with first._signals(), first._ticker, contextlib.ExitStack() as stack:
             for consumer in self.consumers:
                 stack.enter_context(consumer._workers())
-            delay = _BACKOFF_START
             while not first._stop.is_set():
                 try:
                     self._session()
-                    delay = _BACKOFF_START
                 except (psycopg.Error, PgqueError, _ConnectionAbandoned) as exc:
-                    if isinstance(exc, ConsumerGaveUp):
-                        raise
-                    pause = delay * random.uniform(0.8, 1.2)
-                    logger.exception("multi-queue consumer: database error; retrying in %.1fs",
-                                     pause)  # fmt: skip
-                    first.reconnects += 1
-                    first._wait(pause)
-                    delay = min(delay * 2, _BACKOFF_CAP)
+                    first._recover(exc)
 
     def _session(self) -> None:
         first = self._first
         with first._connection() as conn, contextlib.ExitStack() as stack:
+            for consumer in self.consumers:
+                with consumer._setup_errors(conn):
+                    consumer._subscribe(conn)
+            first._ticker.set(first._wants_ticker(conn))  # decided on every connection
             listener = None
             listen_dsn = first.listen_dsn or first.dsn
             if first.listen and isinstance(listen_dsn, str):
@@ -87,10 +83,17 @@ class MultiQueueConsumer:
                         sql.SQL("listen {}").format(sql.Identifier(f"pgque_{consumer.queue}"))
                     )
             while not first._stop.is_set():
-                if any(c._poll_once(conn) for c in self.consumers):
+                polled = any(self._poll(c, conn) for c in self.consumers)
+                first._backoff.reset()  # a healthy poll: the next reconnect pause starts small
+                if polled:
                     continue  # start again from the highest priority
                 first.poll_interval = min(c.poll_interval for c in self.consumers)
                 first._wait_for_work(listener)
+
+    @staticmethod
+    def _poll(consumer: Consumer, conn: psycopg.Connection[Any]) -> int | None:
+        with consumer._setup_errors(conn):
+            return consumer._poll_once(conn)
 
 
 MultiQueueConsumer.__module__ = "pgque"

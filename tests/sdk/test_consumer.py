@@ -128,30 +128,6 @@ def test_unknown_type_policy(
     assert any("no handler for event type=mystery" in r.getMessage() for r in caplog.records)
 
 
-def test_failed_nack_leaves_batch_unacked(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    def broken_nack(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("nack broke")
-
-    monkeypatch.setattr(pgque.PgqueClient, "nack", broken_nack)
-    consumer = make(db, poll_interval=0.2)
-    seen: list[int] = []
-
-    @consumer.on("*")
-    def fail(msg: pgque.Message) -> None:
-        seen.append(msg.msg_id)
-        raise ValueError("handler fails")
-
-    one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: len(seen) >= 2)  # the same batch came back
-    assert len(set(seen)) == 1
-    assert one(conn, "select sub_last_tick from pgque.subscription") == 1
-
-
 def test_stale_ack_is_logged(
     db: str, conn: psycopg.Connection[Any], queue: str, run: Any,
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,

@@ -156,7 +156,7 @@ def test_consumer_auto_ticker(db: str, conn: psycopg.Connection[Any], plain_queu
         consumer.stop()
         thread.join(5)
     conn.execute("update pgque.config set scheduler = 'pg_cron'")
-    assert pgque.Consumer(db, queue="q", name="c")._wants_ticker() is False
+    assert pgque.Consumer(db, queue="q", name="c")._wants_ticker(conn) is False
 
 
 def test_eager_tick_sees_a_new_queues_first_event(

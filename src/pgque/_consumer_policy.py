@@ -1,0 +1,459 @@
+"""The rules :class:`pgque.Consumer` and :class:`pgque.AsyncConsumer` share (no I/O here).
+
+* **Retry delays** are seconds from 0 to :data:`MAX_RETRY_AFTER` (``pgque.nack``
+  refuses more than 100 years), checked where they are given.
+* **Reconnecting**: :class:`Backoff` waits 100 ms doubling to 30 s (with 20 %
+  jitter) and starts again after every successful poll.
+* **Settling**: a nack the server refuses dead-letters the message with the
+  cause (:func:`settle_refused`); a batch that still cannot be settled (a
+  dead letter or the ack refused) is rolled back and tried again after a
+  growing pause, and :class:`SettleFailures` raises :class:`ConsumerGaveUp`
+  after ``max_settle_failures`` such batches in a row.
+* **Setup errors** (no subscription, no queue, pgque not installed, no
+  grant) are not transient: :func:`setup_problem` spots them and
+  :func:`setup_error` says what to run; ``start()`` raises it at once.
+  Connection errors (:func:`is_connection_error`) always mean reconnecting.
+* **Ticking**: :func:`scheduler_absent` decides ``ticker="auto"`` on every
+  (re)connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shlex
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from pgque.errors import (
+    PgqueConnectionError,
+    PgqueConsumerNotFound,
+    PgqueError,
+    PgqueNotInstalledError,
+    PgqueQueueNotFound,
+    from_database_error,
+)
+
+if TYPE_CHECKING:
+    from pgque._dispatch import Outcome
+    from pgque.message import Message
+
+__all__ = [
+    "ALL_MESSAGES",
+    "MAX_RETRY_AFTER",
+    "QUEUE_EXISTS",
+    "Backoff",
+    "ConsumerGaveUp",
+    "SettleFailed",
+    "SettleFailures",
+    "TickerSwitch",
+    "check_backoff",
+    "check_count",
+    "check_delay",
+    "check_handler",
+    "check_options",
+    "config_unreadable",
+    "describe",
+    "is_connection_error",
+    "recover",
+    "retry_delay",
+    "retry_interval",
+    "scheduler_absent",
+    "settle_refused",
+    "setup_error",
+    "setup_problem",
+    "ticker_wanted",
+]
+
+#: ``max_messages`` meaning "the whole batch".
+ALL_MESSAGES = 2_147_483_647
+#: The longest retry delay in seconds: ``pgque.nack``'s bound of 100 years, as
+#: PostgreSQL compares intervals (a year of 360 days).
+MAX_RETRY_AFTER = 3_110_400_000
+#: Whether a queue exists (one row, a count), to word a setup error.
+QUEUE_EXISTS = "select count(*) from pgque.get_queue_info() where queue_name = %s"
+BACKOFF_START = 0.1
+BACKOFF_CAP = 30.0
+_RANGE = f"from 0 to {MAX_RETRY_AFTER} (100 years)"
+
+
+class ConsumerGaveUp(PgqueError):
+    """The consumer cannot go on (handler threads that will not stop, or batches it
+    cannot settle): see the message, then restart it."""
+
+
+class SettleFailed(Exception):
+    """Raised inside a batch's transaction to roll it back: a message or the batch
+    could not be settled. ``handled`` is how many messages were dispatched."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(describe(cause))
+        self.cause = cause
+        self.handled = 1
+
+
+# -- retry delays ---------------------------------------------------------------
+
+
+def check_delay(name: str, value: object) -> float:
+    """``value`` as seconds of delay, or an error naming ``name`` and the range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds {_RANGE}, got {value!r}")
+    if not 0 <= value <= MAX_RETRY_AFTER:  # NaN fails this too
+        raise ValueError(f"{name} must be seconds {_RANGE}, got {value!r}")
+    return value
+
+
+def check_backoff(value: object) -> tuple[float, float] | None:
+    """``retry_backoff`` as ``(base, cap)`` seconds, or an error saying what is allowed."""
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"retry_backoff must be (base, cap) in seconds, got {value!r}")
+    wanted = f"retry_backoff must be (base, cap) with base <= cap, each seconds {_RANGE}"
+    try:
+        base, cap = (check_delay("retry_backoff", v) for v in value)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{wanted}, got {value!r}") from None
+    if base > cap:
+        raise ValueError(f"{wanted}, got {value!r}")
+    return (base, cap)
+
+
+def check_count(name: str, value: object) -> int:
+    """``value`` as a positive integer, or an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def check_options(
+    dsn: object,
+    *,
+    poll_interval: float,
+    max_messages: int,
+    retry_after: float,
+    unknown_handler_policy: str,
+    subconsumer: str | None,
+    dead_interval: str | None,
+    ticker: bool | str,
+    concurrency: int,
+    rate_limit: float | None,
+    max_batch_time: float | None,
+    shutdown_timeout: float,
+    retry_backoff: tuple[float, float] | None,
+    max_settle_failures: int,
+    subscribe: bool,
+) -> tuple[float, float] | None:
+    """Check the options both consumers take; returns the checked ``retry_backoff``."""
+    if isinstance(dsn, (psycopg.Connection, psycopg.AsyncConnection)) and not dsn.autocommit:
+        raise ValueError(
+            "the consumer needs an autocommit connection (it opens and commits"
+            " each batch's transaction itself)"
+        )
+    if unknown_handler_policy not in ("nack", "ack"):
+        raise ValueError(
+            f"unknown_handler_policy must be 'nack' or 'ack', got {unknown_handler_policy!r}"
+        )
+    if dead_interval is not None and subconsumer is None:
+        raise ValueError("dead_interval needs subconsumer= (it applies to cooperative members)")
+    if poll_interval <= 0:
+        raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
+    if max_messages < 1:
+        raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+    if ticker not in (True, False, "auto"):
+        raise ValueError(f"ticker must be True, False or 'auto', got {ticker!r}")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if rate_limit is not None and rate_limit <= 0:
+        raise ValueError(f"rate_limit must be > 0 messages/s, got {rate_limit}")
+    for option, value in (("max_batch_time", max_batch_time),
+                          ("shutdown_timeout", shutdown_timeout)):  # fmt: skip
+        if value is not None and value < 0:
+            raise ValueError(f"{option} must be >= 0 seconds, got {value}")
+    check_delay("retry_after", retry_after)
+    check_count("max_settle_failures", max_settle_failures)
+    if not isinstance(subscribe, bool):
+        raise TypeError(f"subscribe must be True or False, got {subscribe!r}")
+    return check_backoff(retry_backoff)
+
+
+def check_handler(
+    concurrency: int, transactional: bool, timeout: float | None, ordered_by: str | None
+) -> None:
+    """Check the options of ``consumer.on(...)``."""
+    if transactional and concurrency > 1:
+        raise ValueError(
+            "transactional handlers need concurrency=1: they share the batch's connection"
+        )
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    from pgque.message import Message  # here: pgque.message imports this module
+
+    fields = [f for f in Message.__dataclass_fields__ if not f.startswith("_")]
+    if ordered_by is not None and ordered_by not in fields:
+        raise ValueError(f"ordered_by must be a Message field such as 'extra1', got {ordered_by!r}")
+
+
+def retry_delay(
+    msg: Message, outcome: Outcome, retry_after: float, backoff: tuple[float, float] | None
+) -> float:
+    """Seconds before a nacked message comes again: the handler's choice, else the
+    backoff (for a handler that raised), else ``retry_after``."""
+    if outcome.retry_after is not None:
+        return outcome.retry_after
+    if backoff is not None and outcome.error is not None:
+        base, cap = backoff
+        return float(min(cap, base * 2.0 ** min(msg.retry_count or 0, 64)))
+    return retry_after
+
+
+def retry_interval(seconds: float) -> timedelta:
+    """The delay as the ``interval`` parameter of ``pgque.nack`` (exact, any size in range)."""
+    return timedelta(seconds=seconds)
+
+
+# -- reconnecting and settling ----------------------------------------------------
+
+
+class Backoff:
+    """Pauses that double from ``start`` to ``cap`` (20 % jitter) until :meth:`reset`."""
+
+    def __init__(self, start: float = BACKOFF_START, cap: float = BACKOFF_CAP) -> None:
+        self.start = start
+        self.cap = cap
+        self._next = start
+
+    def pause(self) -> float:
+        """The next pause, in seconds; the one after is twice as long, up to ``cap``."""
+        pause = self._next * random.uniform(0.8, 1.2)
+        self._next = min(self._next * 2, self.cap)
+        return pause
+
+    def reset(self) -> None:
+        """Start again from ``start`` (after a healthy poll)."""
+        self._next = self.start
+
+
+class SettleFailures:
+    """Batches in a row that could not be settled, and the pause before the next try."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self._backoff = Backoff()
+
+    def failed(self, cause: BaseException, log: logging.Logger, name: str) -> float:
+        """Count one and log it; the pause before the batch comes again, or
+        :class:`ConsumerGaveUp` at the limit."""
+        self.count += 1
+        if self.count >= self.limit:
+            raise ConsumerGaveUp(
+                f"consumer {name}: {self.count} batches in a row could not be settled"
+                f" (the last: {describe(cause)}); see the logged errors, fix the cause"
+                " and start it again"
+            ) from cause
+        pause = self._backoff.pause()
+        log.error("consumer %s: the batch could not be settled (%s); rolled back, trying it"
+                  " again in %.2fs (%d of %d failures in a row before giving up)",
+                  name, describe(cause), pause, self.count, self.limit)  # fmt: skip
+        return pause
+
+    def succeeded(self) -> None:
+        """A batch was acked: the count and the pause start again."""
+        self.count = 0
+        self._backoff.reset()
+
+
+def recover(
+    exc: BaseException, backoff: Backoff, log: logging.Logger, name: str, *, given_closed: bool
+) -> float:
+    """After a consumer's session ended with ``exc``: raise what ends ``start()`` (giving
+    up, a setup error, a broken connection of the caller's); else log it and return
+    the pause before reconnecting."""
+    if isinstance(exc, ConsumerGaveUp) or setup_problem(exc) is not None:
+        raise exc
+    if given_closed:
+        raise PgqueConnectionError(
+            f"consumer {name}: its connection broke ({exc}); a given connection is not reopened"
+        ) from exc
+    pause = backoff.pause()
+    if is_connection_error(exc):
+        log.warning("consumer %s: %s; reconnecting in %.2fs", name, describe(exc), pause)
+    else:
+        log.error("consumer %s: database error; reconnecting in %.2fs", name, pause, exc_info=exc)
+    return pause
+
+
+def settle_refused(
+    exc: BaseException,
+    msg: Message,
+    delay: float | None,
+    reason: str | None,
+    log: logging.Logger,
+    name: str,
+) -> str:
+    """After settling ``msg`` failed with ``exc``: re-raise a lost connection; for a
+    refused nack (``delay`` given) log it and return the reason to dead-letter the
+    message with; for a refused dead letter raise :class:`SettleFailed`."""
+    if is_connection_error(exc):
+        raise exc
+    if delay is None:
+        raise SettleFailed(exc) from exc
+    log.error("consumer %s: nack of msg_id=%s refused (%s); dead-lettering it",
+              name, msg.msg_id, describe(exc))  # fmt: skip
+    text = f"nack failed: {describe(exc)}" + (f" (nack reason: {reason})" if reason else "")
+    return text.replace("\x00", "")
+
+
+def describe(exc: BaseException) -> str:
+    """The first line of an error's text (its class name when it has none)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# -- classifying errors -------------------------------------------------------------
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True for a lost or unusable connection (also a cancelled statement): reconnect."""
+    return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError,
+                            PgqueConnectionError))  # fmt: skip
+
+
+def _as_pgque(exc: BaseException) -> PgqueError | None:
+    if isinstance(exc, PgqueError):
+        return exc
+    if isinstance(exc, psycopg.Error):
+        return from_database_error(exc)
+    return None
+
+
+# No schema pgque, no such table, no such function.
+_NOT_INSTALLED = ("3F000", "42P01", "42883")
+
+
+def setup_problem(exc: BaseException) -> str | None:
+    """``"no_queue"``, ``"not_subscribed"``, ``"not_installed"``, ``"denied"``, or None
+    when ``exc`` is not a setup error (waiting and reconnecting may help then)."""
+    if is_connection_error(exc):
+        return None
+    error = _as_pgque(exc)
+    if error is None:
+        return None
+    if isinstance(error, PgqueQueueNotFound) or error.code == "queue_not_found":
+        return "no_queue"
+    if isinstance(error, PgqueConsumerNotFound) or error.code == "consumer_not_found":
+        return "not_subscribed"
+    if isinstance(error, PgqueNotInstalledError) or error.sqlstate in _NOT_INSTALLED:
+        return "not_installed"
+    if error.sqlstate == "42501":
+        return "denied"
+    return None
+
+
+def setup_error(
+    problem: str, cause: BaseException, queue: str, name: str, queue_exists: bool | None
+) -> PgqueError:
+    """The error ``start()`` raises for a setup problem, saying what to run."""
+    if problem == "not_subscribed" and queue_exists is False:
+        problem = "no_queue"  # an older pgque says "not subscriber" for a missing queue
+    q, n = shlex.quote(queue), shlex.quote(name)
+    error: PgqueError
+    if problem == "no_queue":
+        error = PgqueQueueNotFound(
+            f"queue {queue!r} does not exist: create it (`pgque create-queue {q}`), or give"
+            f" consumer {name!r} the name of an existing queue"
+        )
+    elif problem == "not_subscribed":
+        error = PgqueConsumerNotFound(
+            f"consumer {name!r} is not subscribed to queue {queue!r}: run `pgque subscribe"
+            f" {q} {n}` (or select pgque.subscribe(...)), or pass subscribe=True to the"
+            " consumer to subscribe when it connects"
+        )
+    elif problem == "not_installed":
+        error = PgqueNotInstalledError(
+            f"pgque is not installed in this database ({describe(cause)}): run `pgque install`"
+            " (or pgque.install(conn)) with an owner role"
+        )
+    else:
+        error = PgqueError(
+            f"consumer {name!r} may not consume queue {queue!r} ({describe(cause)}): grant"
+            " its role pgque_reader"
+        )
+    source = _as_pgque(cause)
+    if source is not None:
+        error.sqlstate, error.code, error.hint = source.sqlstate, source.code, source.hint
+    return error
+
+
+# -- ticking ------------------------------------------------------------------------
+
+
+class TickerSwitch:
+    """A consumer's in-process :class:`~pgque.Ticker`, started or stopped as decided on
+    each (re)connection (:meth:`set`), and stopped when the ``with`` block ends.
+
+    ``source`` is what the Ticker connects with (a connection string or a
+    pool); None when the consumer has neither (a given connection carries the
+    batches): then it warns once instead of ticking.
+    """
+
+    def __init__(self, source: Any, log: logging.Logger, name: str) -> None:
+        self.source = source
+        self.runner: Any = None
+        self._log = log
+        self._name = name
+        self._warned = False
+
+    def set(self, wanted: bool) -> None:
+        """Run a ticker, or not."""
+        if wanted == (self.runner is not None):
+            return
+        if self.runner is not None:
+            self.runner.stop()
+            self.runner = None
+            return
+        if self.source is None:
+            if not self._warned:
+                self._warned = True
+                self._log.warning("consumer %s: no in-process ticker without a connection"
+                                  " string or pool to give it: give listen_dsn, or run a"
+                                  " Ticker", self._name)  # fmt: skip
+            return
+        from pgque.ticker import Ticker  # here: the ticker is needed only when it runs
+
+        self.runner = Ticker(self.source).start()
+
+    def __enter__(self) -> TickerSwitch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.set(False)
+
+
+def config_unreadable(exc: BaseException, log: logging.Logger, name: str) -> bool:
+    """pgque.config could not be read: re-raise a lost connection or a setup error,
+    else warn and run no ticker (decided again on the next connection)."""
+    if is_connection_error(exc) or setup_problem(exc) is not None:
+        raise exc
+    log.warning("consumer %s: cannot read pgque.config (%s); no ticker", name, describe(exc))
+    return False
+
+
+def scheduler_absent(row: tuple[Any, ...] | None) -> bool:
+    """Whether ``ticker="auto"`` runs a ticker, from the ``scheduler`` query's row:
+    yes unless pgque.config shows a scheduler or its jobs."""
+    return row is None or all(value is None for value in row[:3])
+
+
+def ticker_wanted(setting: bool | str, row: tuple[Any, ...] | None) -> bool:
+    """The ``ticker`` option decided: True/False as given, ``"auto"`` from the row."""
+    return setting if isinstance(setting, bool) else scheduler_absent(row)
+
+
+ConsumerGaveUp.__module__ = "pgque"

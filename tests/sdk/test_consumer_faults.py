@@ -1,0 +1,411 @@
+"""Faults a consumer must survive or report, never loop on: each test runs twice,
+against :class:`pgque.Consumer` and :class:`pgque.AsyncConsumer`.
+
+* A retry delay out of range is refused where it is given (constructor,
+  ``msg.nack``), naming the argument and the range.
+* A settle the server refuses (nack, dead letter, ack) never re-runs the
+  batch's handlers at full speed: a refused nack dead-letters the message with
+  the cause; batches that still cannot be settled are retried after a
+  growing pause, and ``start()`` raises ``ConsumerGaveUp`` after
+  ``max_settle_failures`` of them in a row.
+* A setup error (no subscription, no queue, pgque not installed) ends
+  ``start()`` at once, saying what to run; ``subscribe=True`` subscribes.
+* A consumer started before its database decides about its ticker once it
+  connects; its reconnect pause starts again after every successful poll.
+
+The server refuses a settle because a trigger of the test's own makes it so;
+nothing is mocked. Ticks are forced (``force_next_tick`` + ``ticker``), except
+where the consumer's own ticker is the subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgque
+from _db import PgServer
+from _engine import one, rows
+from pgque._cluster import TempCluster
+
+#: The largest retry delay, in seconds: PostgreSQL's 100 years (a year is 360 days).
+MAX_DELAY = 3_110_400_000
+
+AnyConsumer = pgque.Consumer | pgque.AsyncConsumer
+
+
+@pytest.fixture(params=["sync", "async"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which consumer the test runs against."""
+    return str(request.param)
+
+
+def make(kind: str, dsn: str, *, queue: str = "q", name: str = "c", **options: Any) -> Any:
+    """A consumer of that kind (no ticker unless asked for)."""
+    options.setdefault("ticker", False)
+    cls = pgque.Consumer if kind == "sync" else pgque.AsyncConsumer
+    return cls(dsn, queue=queue, name=name, **options)
+
+
+def handle(consumer: AnyConsumer, func: Callable[[pgque.Message], None]) -> None:
+    """Register ``func`` for every type (wrapped in a coroutine for the async consumer)."""
+    if isinstance(consumer, pgque.AsyncConsumer):
+
+        async def handler(msg: pgque.Message) -> None:
+            func(msg)
+
+        consumer.on("*")(handler)
+    else:
+        consumer.on("*")(func)
+
+
+class Running:
+    """A consumer's ``start()`` in a thread of its own, with a thread-safe stop."""
+
+    def __init__(self, consumer: AnyConsumer) -> None:
+        self.consumer = consumer
+        self.error: BaseException | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+        assert self._ready.wait(5), "the consumer's thread did not start"
+
+    def _main(self) -> None:
+        try:
+            if isinstance(self.consumer, pgque.AsyncConsumer):
+                asyncio.run(self._amain(self.consumer))
+            else:
+                self._ready.set()
+                self.consumer.start()
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            self.error = exc
+        finally:
+            self._ready.set()
+
+    async def _amain(self, consumer: pgque.AsyncConsumer) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._ready.set()
+        await consumer.start()
+
+    def stop(self) -> None:
+        """Ask the consumer to stop, from any thread."""
+        if self.loop is None:
+            self.consumer.stop()
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has ended already
+            self.loop.call_soon_threadsafe(self.consumer.stop)
+
+    def outcome(self, timeout: float) -> BaseException | None:
+        """Wait for ``start()`` to end; the exception it raised (None: it returned)."""
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            pytest.fail(f"start() still runs after {timeout} s")
+        return self.error
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[[AnyConsumer], Running]]:
+    """Start consumers in threads; stop and join them all at teardown."""
+    started: list[Running] = []
+
+    def start(consumer: AnyConsumer) -> Running:
+        running = Running(consumer)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
+    for running in started:
+        running.thread.join(10)
+        assert not running.thread.is_alive(), "a consumer did not stop within 10 s"
+
+
+def tick(conn: psycopg.Connection[Any], queue: str = "q") -> None:
+    one(conn, "select pgque.force_next_tick(%s)", queue)
+    one(conn, "select pgque.ticker(%s)", queue)
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout} s: {what or 'condition'}")
+        time.sleep(0.02)
+
+
+def refuse(conn: psycopg.Connection[Any], table: str, when: str = "") -> None:
+    """Make the server refuse writes to a pgque table (a trigger of the test's);
+    ``when`` (a trigger condition) limits it to updates that match."""
+    conn.execute(
+        "create or replace function public.refuse() returns trigger language plpgsql as"
+        " $$ begin raise exception 'refused by the test (%)', tg_table_name; end $$"
+    )
+    conn.execute(
+        f"create trigger refuse_{table.split('.')[-1]}"
+        f" before {'update' if when else 'insert or update'} on {table}"
+        f" for each row {when} execute function public.refuse()"
+    )
+
+
+def batch_finished(conn: psycopg.Connection[Any]) -> bool:
+    return bool(one(conn, "select sub_batch is null and sub_last_tick > 1 from pgque.subscription"))
+
+
+# -- retry delays --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"retry_after": -1}, ValueError),
+        ({"retry_after": MAX_DELAY + 1}, ValueError),
+        ({"retry_after": 2**31 * 100}, ValueError),
+        ({"retry_after": math.nan}, ValueError),
+        ({"retry_after": math.inf}, ValueError),
+        ({"retry_after": "60"}, TypeError),
+        ({"retry_after": True}, TypeError),
+        ({"retry_backoff": (-1, 10)}, ValueError),
+        ({"retry_backoff": (1, MAX_DELAY * 2)}, ValueError),
+        ({"retry_backoff": (5, 1)}, ValueError),
+        ({"max_settle_failures": 0}, ValueError),
+    ],
+)
+def test_bad_delays_are_refused_at_construction(
+    kind: str, db: str, options: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error) as raised:
+        make(kind, db, **options)
+    message = str(raised.value)
+    assert next(iter(options)) in message
+    if "max_settle_failures" not in options:
+        assert f"0 to {MAX_DELAY}" in message  # the allowed range, in seconds
+
+
+def test_the_largest_delay_is_accepted(kind: str, db: str) -> None:
+    assert make(kind, db, retry_after=MAX_DELAY).retry_after == MAX_DELAY
+    assert make(kind, db, retry_backoff=(0, MAX_DELAY)).retry_backoff == (0, MAX_DELAY)
+
+
+@pytest.mark.parametrize("delay", [-1, MAX_DELAY + 1, 2**31 * 100, math.nan, math.inf])
+def test_message_nack_refuses_a_delay_out_of_range(delay: float) -> None:
+    msg = pgque.Message(1, 1, "t", None)
+    with pytest.raises(ValueError, match=rf"retry_after must be .*0 to {MAX_DELAY}"):
+        msg.nack(retry_after=delay)
+    with pytest.raises(TypeError, match="retry_after"):
+        msg.nack(retry_after="1 hour")  # type: ignore[arg-type]
+    msg.nack(retry_after=MAX_DELAY)
+
+
+def test_every_delay_in_range_reaches_the_server(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    """Tiny, fractional and the largest delays: the server takes them all."""
+    delays = [1e-05, 0.5, MAX_DELAY]
+    consumer = make(kind, db, poll_interval=0.1)
+    calls: list[int] = []
+
+    def later(msg: pgque.Message) -> None:
+        calls.append(msg.msg_id)
+        msg.nack(retry_after=delays[int(msg.json())])
+
+    handle(consumer, later)
+    for n in range(len(delays)):
+        one(conn, "select pgque.send('q', %s::jsonb)", str(n))
+    tick(conn)
+    running = start(consumer)
+    wait_for(lambda: batch_finished(conn), what="the batch is acked")
+    assert one(conn, "select count(*) from pgque.retry_queue") == 3
+    far = one(conn, "select max(ev_retry_after) - now() from pgque.retry_queue")
+    assert far.days >= 35_999
+    assert len(calls) == 3 and running.thread.is_alive()
+
+
+# -- settling the server refuses -------------------------------------------------
+
+
+def test_a_refused_nack_dead_letters_the_message_with_the_cause(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    refuse(conn, "pgque.retry_queue")
+    consumer = make(kind, db, poll_interval=0.1, retry_after=0)
+    calls: list[int] = []
+
+    def fail(msg: pgque.Message) -> None:
+        calls.append(msg.msg_id)
+        if msg.type != "ok":
+            raise RuntimeError("the handler fails")
+
+    handle(consumer, fail)
+    msg_id = one(conn, "select pgque.send('q', '{}'::jsonb)")
+    one(conn, "select pgque.send('q', 'ok', '{}'::jsonb)")
+    tick(conn)
+    running = start(consumer)
+    wait_for(lambda: batch_finished(conn), what="the batch is acked")
+    [(ev_id, reason)] = rows(conn, "select ev_id, dl_reason from pgque.dead_letter")
+    assert ev_id == msg_id
+    assert "nack failed" in reason and "refused by the test (retry_queue)" in reason
+    assert sorted(calls) == sorted({*calls}) and len(calls) == 2  # each handled once
+    assert running.thread.is_alive()
+
+
+@pytest.mark.parametrize("refused", ["nack and dead letter", "dead letter", "ack"])
+def test_settles_that_keep_failing_end_start_after_a_pause_each(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any, refused: str
+) -> None:
+    if "nack" in refused:
+        refuse(conn, "pgque.retry_queue")
+    if "dead letter" in refused:
+        refuse(conn, "pgque.dead_letter")
+    if refused == "ack":
+        refuse(conn, "pgque.subscription", "when (old.sub_batch is not null and new.sub_batch is null)")
+    consumer = make(kind, db, poll_interval=0.1, retry_after=0, max_settle_failures=3)
+    calls: list[float] = []
+
+    def work(msg: pgque.Message) -> None:
+        calls.append(time.monotonic())
+        if refused == "dead letter":
+            msg.dead_letter("poison")
+        elif refused != "ack":
+            raise RuntimeError("the handler fails")
+
+    handle(consumer, work)
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    tick(conn)
+    error = start(consumer).outcome(timeout=20)
+    assert isinstance(error, pgque.ConsumerGaveUp), error
+    assert "3 batches in a row" in str(error) and "refused by the test" in str(error)
+    assert len(calls) == 3  # bounded: the handler ran once per attempt
+    pauses = [b - a for a, b in zip(calls, calls[1:])]
+    assert min(pauses) >= 0.08  # never at full speed: 0.1 s, then 0.2 s (with jitter)
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 1  # rolled back
+    assert rows(conn, "select * from pgque.dead_letter") == []
+
+
+def test_a_successful_batch_resets_the_count_of_failed_settles(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    refuse(conn, "pgque.dead_letter")
+    consumer = make(kind, db, poll_interval=0.1, max_settle_failures=2)
+    calls: list[str] = []
+
+    def work(msg: pgque.Message) -> None:
+        calls.append(msg.json())
+        if msg.json() == "poison" and calls.count("poison") < 2:
+            msg.dead_letter("poison")  # refused once: one failed settle
+
+    handle(consumer, work)
+    running = start(consumer)
+    for payload in ("poison", "fine", "poison"):  # 1 failed settle, 0, 1: never 2 in a row
+        calls.clear()
+        one(conn, "select pgque.send('q', %s::jsonb)", f'"{payload}"')
+        tick(conn)
+        last = one(conn, "select max(tick_id) from pgque.tick")
+        wait_for(lambda t=last: one(conn, "select sub_last_tick from pgque.subscription") == t,
+                 what=f"the {payload} batch is acked")  # fmt: skip
+    assert running.thread.is_alive(), running.error
+    assert rows(conn, "select * from pgque.dead_letter") == []
+
+
+# -- setup errors ------------------------------------------------------------------
+
+
+def test_a_consumer_not_subscribed_stops_at_once_saying_what_to_run(
+    kind: str, db: str, queue: str, start: Any
+) -> None:
+    consumer = make(kind, db, name="nobody", poll_interval=0.1)
+    handle(consumer, lambda msg: None)
+    error = start(consumer).outcome(timeout=5)
+    assert isinstance(error, pgque.PgqueConsumerNotFound), error
+    assert "pgque subscribe q nobody" in str(error) and "subscribe=True" in str(error)
+    assert consumer.reconnects == 0
+
+
+def test_a_missing_queue_stops_at_once_naming_it(kind: str, db: str, start: Any) -> None:
+    for options in ({}, {"subscribe": True}, {"subconsumer": "m1"}):
+        consumer = make(kind, db, queue="nope", poll_interval=0.1, **options)
+        handle(consumer, lambda msg: None)
+        error = start(consumer).outcome(timeout=5)
+        assert isinstance(error, pgque.PgqueQueueNotFound), (options, error)
+        assert "'nope'" in str(error) and "pgque create-queue nope" in str(error)
+        assert consumer.reconnects == 0
+
+
+def test_a_database_without_pgque_stops_at_once(kind: str, empty_db: str, start: Any) -> None:
+    consumer = make(kind, empty_db, poll_interval=0.1)
+    handle(consumer, lambda msg: None)
+    error = start(consumer).outcome(timeout=5)
+    assert isinstance(error, pgque.PgqueNotInstalledError), error
+    assert "pgque install" in str(error)
+
+
+def test_subscribe_true_subscribes_on_connect(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    consumer = make(kind, db, name="newcomer", poll_interval=0.1, subscribe=True)
+    got: list[int] = []
+    handle(consumer, lambda msg: got.append(msg.msg_id))
+    start(consumer)
+    subscribed = "select count(*) from pgque.get_consumer_info('q', 'newcomer')"
+    wait_for(lambda: one(conn, subscribed) == 1, what="subscribed")
+    msg_id = one(conn, "select pgque.send('q', '{}'::jsonb)")
+    tick(conn)
+    wait_for(lambda: got == [msg_id], what="the message is handled")
+
+
+# -- connecting --------------------------------------------------------------------
+
+
+def test_started_while_the_database_is_down_it_ticks_once_up(
+    kind: str, pg_server: PgServer, start: Any
+) -> None:
+    with TempCluster(pg_server.version) as cluster:
+        dsn = cluster.dsn()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            pgque.install(conn)
+            conn.execute("select pgque.create_queue('q')")
+            conn.execute("select pgque.subscribe('q', 'c')")
+        cluster._run("pg_ctl", "stop", "-w", "-m", "fast")
+        consumer = make(kind, dsn, ticker="auto", poll_interval=30)
+        got: list[int] = []
+        handle(consumer, lambda msg: got.append(msg.msg_id))
+        running = start(consumer)
+        wait_for(lambda: consumer.reconnects >= 1, what="a failed connection attempt")
+        cluster._run("pg_ctl", "start", "-w", "-l", str(cluster.log_file))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for _ in range(20):
+                conn.execute("select pgque.send('q', '{}'::jsonb)")  # never ticked by the test
+        wait_for(lambda: len(got) == 20, timeout=30, what="20 messages handled")
+        running.stop()
+        assert running.outcome(timeout=10) is None
+
+
+def test_the_reconnect_pause_starts_again_after_a_successful_poll(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    caplog.set_level(logging.WARNING, logger="pgque")
+    app = f"blip_{kind}"
+    consumer = make(kind, f"{db} application_name={app}", poll_interval=0.05, listen=False)
+    handle(consumer, lambda msg: None)
+    start(consumer)
+    backends = f"select pid from pg_stat_activity where application_name = '{app}'"
+    for blip in range(5):
+        polled = time.time()
+        wait_for(lambda: rows(conn, backends) and (consumer.last_poll_at or 0) > polled,
+                 what="a poll on a new connection")  # fmt: skip
+        conn.execute(f"select pg_terminate_backend(pid) from ({backends}) b")
+        wait_for(lambda n=blip: consumer.reconnects == n + 1, what="a reconnect")  # type: ignore[misc]
+    pauses = [r.args[-1] for r in caplog.records if "reconnecting in" in r.getMessage()]
+    assert len(pauses) == 5
+    assert max(pauses) <= 0.1 * 1.2 + 1e-9, pauses  # each the first step: 100 ms +- 20 %
