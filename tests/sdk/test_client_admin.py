@@ -7,13 +7,16 @@ time (:class:`Awaited`), so one test body checks both sides.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import inspect
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -430,3 +433,60 @@ def test_status_calls_raise_where_pgque_is_missing(kind: str, empty_db: str) -> 
                 getattr(client, name)(*args)
             assert isinstance(caught.value.__cause__, psycopg.errors.InvalidSchemaName)
         assert client.health().notes[0].startswith("pgque_health_unavailable")
+
+
+# -- one home for the SQL -------------------------------------------------------------
+
+SRC = Path(pgque.__file__).parent
+# A string constant that starts like a statement (lower case, as all of pgque's SQL).
+SQL_TEXT = re.compile(
+    r"^\s*(select|insert|update|delete|copy|set|show|vacuum|listen|create|drop|alter|with"
+    r"|begin|commit|rollback|call|do)\s+\S"
+)
+# Modules still holding SQL text of their own, and why.
+SQL_ALLOWED = {
+    "installer.py": "reads the installed version before pgque's functions may exist",
+    # The consumers' LISTEN and setup checks: to move with the consumer core (issue 17, item 2).
+    "consumer.py": "",
+    "async_consumer.py": "",
+    "multi_consumer.py": "",
+    "_consumer_policy.py": "",
+}
+
+
+def sql_literals(source: str) -> list[tuple[int, str]]:
+    """The string constants of a module's source (docstrings aside) that look like SQL."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and SQL_TEXT.match(node.value)
+    ]
+
+
+def test_sql_text_lives_in_queries_sql() -> None:
+    found = {
+        f"{path.relative_to(SRC)}:{line}": text[:60]
+        for path in sorted(SRC.rglob("*.py"))
+        if path.name not in SQL_ALLOWED
+        for line, text in sql_literals(path.read_text(encoding="utf-8"))
+    }
+    assert found == {}, "SQL text outside pgque/sql/queries.sql"
+    sample = 'def f(conn):\n    """Select the rows."""\n    conn.execute("select 1")\n'
+    assert sql_literals(sample) == [(3, "select 1")]  # the check sees SQL where there is some
+
+
+def test_every_named_statement_is_used() -> None:
+    """No dead statement in queries.sql: each name appears as a string in the package."""
+    names = re.findall(r"^-- name: (\w+)\s*$", (SRC / "sql" / "queries.sql").read_text(), re.M)
+    assert len(names) == len(set(names)) and "create_queue" in names
+    code = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py"))
+    assert [n for n in names if f'"{n}"' not in code] == []

@@ -249,9 +249,6 @@ select dl_id from pgque.dlq_inspect(%s, null) order by dl_id limit %s
 -- name: vacuum
 vacuum {}
 
--- name: listen
-listen {}
-
 -- name: create_database
 create database {} template {}
 
