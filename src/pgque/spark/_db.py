@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pgque._queries import LiteralString
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 
 __all__ = ["call", "connect", "mapped_errors"]
@@ -52,10 +53,11 @@ def connect(dsn: str, *, autocommit: bool = True) -> Iterator[psycopg.Connection
         conn.close()
 
 
-def call(dsn: str, query: str, *params: Any) -> Any:
-    """Run a one-value query in its own autocommit connection; return the value."""
+def call(dsn: str, statement: LiteralString, *params: Any) -> Any:
+    """Run a one-value statement (of queries.sql) in its own autocommit connection;
+    return the value."""
     with connect(dsn) as conn:
-        row = conn.execute(query, params or None).fetchone()
+        row = conn.execute(statement, params or None).fetchone()
     if row is None:
-        raise PgqueError(f"no row from {query!r}")
+        raise PgqueError(f"no row from {statement!r}")
     return row[0]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
+from psycopg import sql
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -31,6 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pgque._queries import query
 from pgque.errors import PgqueConsumerNotFound, PgqueError, PgqueInvalidArgument
 from pgque.spark._db import call, connect
 from pgque.spark._options import SourceOptions
@@ -83,11 +85,7 @@ _BYTES_PER_BATCH = 16 << 20  # or fewer rows, when they are big
 
 _MAX_LIMIT = 2**62  # a ReadMaxRows at least this big is no limit
 
-# The event columns as COPY writes them; ev_time as microseconds since the epoch.
-_COPY = (
-    "copy (select ev_id, (extract(epoch from ev_time) * 1000000)::int8, ev_type, ev_data,"
-    " ev_retry, ev_extra1, ev_extra2, ev_extra3, ev_extra4 from ({}) e) to stdout (format csv)"
-)
+# The columns of queries.sql's spark_copy.
 _CSV_COLUMNS = ["id", "micros", "type", "payload", "retry", "e1", "e2", "e3", "e4"]
 _CSV_TYPES = {
     "id": pa.int64(),
@@ -163,13 +161,15 @@ def read_range(part: TickRange) -> Iterator[Any]:
     if part.start_tick == part.end_tick:
         return
     with connect(part.dsn, autocommit=False) as conn:
-        conn.execute("set client_encoding to 'UTF8'")
+        conn.execute(query("spark_client_encoding"))
         row = conn.execute(
-            "select pgque.spark_range_sql(%s, %s, %s, %s, %s)",
+            query("spark_range_sql"),
             (part.queue, part.start_tick, part.end_tick, part.part, part.parts),
         ).fetchone()
         assert row is not None
-        with conn.cursor().copy(_COPY.format(row[0])) as copy:
+        # The range's query is SQL that pgque built: spliced in as such.
+        copy_sql = sql.SQL(query("spark_copy")).format(sql.SQL(row[0]))
+        with conn.cursor().copy(copy_sql) as copy:
             rows: list[bytes] = []
             size = 0
             while data := copy.read():
@@ -224,7 +224,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._initial = int(
                 call(
                     o.dsn,
-                    "select pgque.spark_start_tick(%s, %s, %s)",
+                    query("spark_start_tick"),
                     o.queue,
                     o.consumer,
                     o.starting_position,
@@ -233,9 +233,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"tick": self._initial}
 
     def _latest(self) -> int | None:
-        tick = call(
-            self.opts.dsn, "select tick_id from pgque.spark_latest_tick(%s)", self.opts.queue
-        )
+        tick = call(self.opts.dsn, query("spark_latest_tick"), self.opts.queue)
         return None if tick is None else int(tick)
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -262,7 +260,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_events = limit.max_rows if limit.max_rows < _MAX_LIMIT else None
         end = call(
             o.dsn,
-            "select pgque.spark_next_tick(%s, %s, %s, %s, %s, %s)",
+            query("spark_next_tick"),
             o.queue,
             o.consumer,
             _tick_of(start, "start"),
@@ -289,13 +287,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         """Move the consumer to ``end``: rotation may now drop what came before it."""
         o = self.opts
-        call(
-            o.dsn,
-            "select pgque.spark_advance(%s, %s, %s)",
-            o.queue,
-            o.consumer,
-            _tick_of(end, "end"),
-        )
+        call(o.dsn, query("spark_advance"), o.queue, o.consumer, _tick_of(end, "end"))
 
     def stop(self) -> None:
         """Nothing to release; the consumer stays subscribed (a restart needs its events)."""
@@ -319,11 +311,9 @@ class PgqueBatchReader(DataSourceReader):
         with connect(o.dsn, autocommit=False) as conn:
             start = o.start_tick
             if start is None:
-                row = conn.execute(
-                    "select last_tick from pgque.get_consumer_info(%s, %s)", (o.queue, o.consumer)
-                ).fetchone()
+                row = conn.execute(query("spark_consumer_tick"), (o.queue, o.consumer)).fetchone()
                 if row is None:
-                    conn.execute("select pgque.spark_latest_tick(%s)", (o.queue,))
+                    conn.execute(query("spark_latest_tick"), (o.queue,))  # raises for no queue
                     raise PgqueConsumerNotFound(
                         f"pgque batch source: consumer {o.consumer!r} is not subscribed to"
                         f" queue {o.queue!r} (option 'consumer')"
@@ -331,16 +321,14 @@ class PgqueBatchReader(DataSourceReader):
                 start = int(row[0])
             end = o.end_tick
             if end is None:
-                row = conn.execute(
-                    "select tick_id from pgque.spark_latest_tick(%s)", (o.queue,)
-                ).fetchone()
+                row = conn.execute(query("spark_latest_tick"), (o.queue,)).fetchone()
                 end = start if row is None or row[0] is None else int(row[0])
             if start > end:
                 raise PgqueInvalidArgument(
                     f"pgque batch source: start tick {start} is after end tick {end}"
                 )
             # Raises for a missing tick, naming it.
-            conn.execute("select pgque.spark_range_sql(%s, %s, %s, 0, 1)", (o.queue, start, end))
+            conn.execute(query("spark_range_sql"), (o.queue, start, end, 0, 1))
         return start, end
 
     def partitions(self) -> Sequence[InputPartition]:

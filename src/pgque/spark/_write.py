@@ -53,6 +53,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pgque._queries import query
 from pgque.errors import PgqueError, PgqueInvalidArgument
 from pgque.spark._db import call, connect
 from pgque.spark._options import SinkOptions
@@ -263,8 +264,7 @@ class _Stager:
             return cols[name] or None
 
         staged = conn.execute(
-            "select pgque.spark_stage(%s, %s, %s, %b::text[], %b::text[],"
-            " %b::text[], %b::text[], %b::text[], %b::text[])",
+            query("spark_stage"),
             (
                 self.write_id,
                 self.stage_id,
@@ -282,7 +282,7 @@ class _Stager:
 
 def _check_queue(opts: SinkOptions) -> None:
     """Fail at query start for an unknown queue (or a DSN that does not work)."""
-    call(opts.dsn, "select tick_id from pgque.spark_latest_tick(%s)", opts.queue)
+    call(opts.dsn, query("spark_latest_tick"), opts.queue)
 
 
 def _publish(
@@ -294,7 +294,7 @@ def _publish(
     return int(
         call(
             opts.dsn,
-            "select pgque.spark_publish(%s, %s, %s::text[], %s::bigint[], %s, %s)",
+            query("spark_publish"),
             opts.queue,
             write_id,
             stage_ids,
@@ -340,7 +340,7 @@ class PgqueBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop everything staged under the write id (failed tasks' rows included)."""
-        call(self.opts.dsn, "select pgque.spark_discard(%s)", self.write_id)
+        call(self.opts.dsn, query("spark_discard"), self.write_id)
 
 
 def _task_batch() -> tuple[str, int]:
@@ -397,4 +397,4 @@ class PgqueStreamWriter(DataSourceStreamArrowWriter):
         """Drop the micro-batch's staged rows (replays and later commits also clean up)."""
         found = _messages(messages)
         if found and found[0].query_id is not None:
-            call(self.opts.dsn, "select pgque.spark_discard(%s)", f"{found[0].query_id}:{batchId}")
+            call(self.opts.dsn, query("spark_discard"), f"{found[0].query_id}:{batchId}")
