@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ALL_MESSAGES",
     "MAX_RETRY_AFTER",
-    "QUEUE_EXISTS",
     "Backoff",
     "ConsumerGaveUp",
     "SettleFailed",
@@ -72,8 +71,6 @@ ALL_MESSAGES = 2_147_483_647
 #: The longest retry delay in seconds: ``pgque.nack``'s bound of 100 years, as
 #: PostgreSQL compares intervals (a year of 360 days).
 MAX_RETRY_AFTER = 3_110_400_000
-#: Whether a queue exists (one row, a count), to word a setup error.
-QUEUE_EXISTS = "select count(*) from pgque.get_queue_info() where queue_name = %s"
 BACKOFF_START = 0.1
 BACKOFF_CAP = 30.0
 _RANGE = f"from 0 to {MAX_RETRY_AFTER} (100 years)"

@@ -236,7 +236,7 @@ class AsyncConsumer:
     async def _queue_exists(self, conn: psycopg.AsyncConnection[Any]) -> bool | None:
         """Whether the queue exists (None: cannot tell), to word a setup error."""
         try:
-            row = await (await conn.execute(policy.QUEUE_EXISTS, (self.queue,))).fetchone()
+            row = await (await conn.execute(query("queue_exists"), (self.queue,))).fetchone()
         except psycopg.Error:
             return None
         return bool(row and row[0])

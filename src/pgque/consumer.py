@@ -322,7 +322,7 @@ class Consumer:
     def _queue_exists(self, conn: psycopg.Connection[Any]) -> bool | None:
         """Whether the queue exists (None: cannot tell), to word a setup error."""
         try:
-            row = conn.execute(policy.QUEUE_EXISTS, (self.queue,)).fetchone()
+            row = conn.execute(query("queue_exists"), (self.queue,)).fetchone()
         except psycopg.Error:
             return None
         return bool(row and row[0])

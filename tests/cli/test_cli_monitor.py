@@ -208,3 +208,29 @@ def test_drain_times_out(pgque: Pgque, busy: str) -> None:
     }  # fmt: skip
     line = [x for x in run.stderr.splitlines() if x.strip()][-1]
     assert line.startswith("pgque: error:") and "pgque consumers orders" in line
+
+
+def test_status_idle_queue_is_healthy(pgque: Pgque, conn: psycopg.Connection[Any]) -> None:
+    """No event waiting is healthy, however old the last tick; late is events waiting unticked."""
+    one(conn, "select pgque.create_queue('idle')")
+    one(conn, "select pgque.subscribe('idle', 'worker')")
+    conn.execute("update pgque.tick set tick_time = tick_time - interval '1 day'")  # no ticker
+    for args in (("status", "--json"), ("status", "--fail-on", "warning", "--json")):
+        run = pgque(*args)
+        assert run.code == ExitCode.OK, run.stdout
+        data = run.json()
+        checks = {(h["queue_name"], h["check_name"]): h for h in data["health"]}
+        assert checks["idle", "ticker_running"]["status"] == "ok"
+        assert "no event waits for a tick" in checks["idle", "ticker_running"]["detail"]
+        assert checks["system", "pg_cron_ticker"]["status"] == "ok"
+        assert data["queues"][0]["health"] == "ok" and data["worst"] == "ok"
+    assert pgque("queues", "--json").json()[0]["health"] == "ok"
+    # An event waits an hour for a tick that never comes: late.
+    one(conn, "select pgque.send('idle', '{}'::jsonb)")
+    table = one(conn, "select queue_data_pfx || '_' || queue_cur_table from pgque.queue")
+    conn.execute(f"update {table} set ev_time = ev_time - interval '1 hour'")
+    run = pgque("status", "--json")
+    assert run.code == ExitCode.UNHEALTHY
+    checks = {(h["queue_name"], h["check_name"]): h for h in run.json()["health"]}
+    assert checks["idle", "ticker_running"]["status"] == "critical"
+    assert checks["system", "pg_cron_ticker"]["status"] == "warning"
