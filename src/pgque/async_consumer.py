@@ -157,6 +157,11 @@ class AsyncConsumer:
             self._hard_stop.set()
             self._deadline.tighten(0)
 
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stop.is_set()
+
     async def start(self) -> None:
         """Consume until :meth:`stop`; raises as :meth:`pgque.Consumer.start` does."""
         self._stop.clear()

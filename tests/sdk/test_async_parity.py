@@ -33,9 +33,10 @@ class Pair:
     plain: frozenset[str] = field(default_factory=frozenset)
 
 
-#: Every sync/async pair of the SDK (the consumer pair is added by its module's owner).
+#: Every sync/async pair of the SDK.
 PAIRS: list[Pair] = [
     Pair(pgque.PgqueClient, pgque.AsyncPgqueClient),
+    Pair(pgque.Consumer, pgque.AsyncConsumer, frozenset({"on", "stop"})),
     Pair(pgque.Producer, pgque.AsyncProducer, frozenset({"batch"})),
     Pair(pgque.ProducerBatch, pgque.AsyncProducerBatch, frozenset({"send"})),
     Pair(pgque.connect, pgque.connect_async),
