@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -87,7 +88,7 @@ class Running:
             else:
                 self._ready.set()
                 self.consumer.start()
-        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+        except BaseException as exc:  # the test looks at it
             self.error = exc
         finally:
             self._ready.set()
@@ -268,7 +269,8 @@ def test_settles_that_keep_failing_end_start_after_a_pause_each(
     if "dead letter" in refused:
         refuse(conn, "pgque.dead_letter")
     if refused == "ack":
-        refuse(conn, "pgque.subscription", "when (old.sub_batch is not null and new.sub_batch is null)")
+        finishing = "when (old.sub_batch is not null and new.sub_batch is null)"
+        refuse(conn, "pgque.subscription", finishing)
     consumer = make(kind, db, poll_interval=0.1, retry_after=0, max_settle_failures=3)
     calls: list[float] = []
 
@@ -286,7 +288,7 @@ def test_settles_that_keep_failing_end_start_after_a_pause_each(
     assert isinstance(error, pgque.ConsumerGaveUp), error
     assert "3 batches in a row" in str(error) and "refused by the test" in str(error)
     assert len(calls) == 3  # bounded: the handler ran once per attempt
-    pauses = [b - a for a, b in zip(calls, calls[1:])]
+    pauses = [b - a for a, b in itertools.pairwise(calls)]
     assert min(pauses) >= 0.08  # never at full speed: 0.1 s, then 0.2 s (with jitter)
     assert one(conn, "select sub_last_tick from pgque.subscription") == 1  # rolled back
     assert rows(conn, "select * from pgque.dead_letter") == []
@@ -402,10 +404,23 @@ def test_the_reconnect_pause_starts_again_after_a_successful_poll(
     backends = f"select pid from pg_stat_activity where application_name = '{app}'"
     for blip in range(5):
         polled = time.time()
-        wait_for(lambda: rows(conn, backends) and (consumer.last_poll_at or 0) > polled,
+        wait_for(lambda p=polled: rows(conn, backends) and (consumer.last_poll_at or 0) > p,
                  what="a poll on a new connection")  # fmt: skip
         conn.execute(f"select pg_terminate_backend(pid) from ({backends}) b")
         wait_for(lambda n=blip: consumer.reconnects == n + 1, what="a reconnect")  # type: ignore[misc]
-    pauses = [r.args[-1] for r in caplog.records if "reconnecting in" in r.getMessage()]
+    pauses = [cast(tuple[Any, ...], r.args)[-1] for r in caplog.records
+              if "reconnecting in" in r.getMessage()]  # fmt: skip
     assert len(pauses) == 5
     assert max(pauses) <= 0.1 * 1.2 + 1e-9, pauses  # each the first step: 100 ms +- 20 %
+
+
+def test_a_multi_queue_consumer_stops_at_once_on_a_setup_error(
+    db: str, queue: str, start: Any
+) -> None:
+    """The same rule where several consumers share a connection (threaded only)."""
+    consumers = [make("sync", db, poll_interval=0.1), make("sync", db, name="nobody")]
+    for consumer in consumers:
+        handle(consumer, lambda msg: None)
+    error = start(pgque.MultiQueueConsumer(consumers)).outcome(timeout=5)
+    assert isinstance(error, pgque.PgqueConsumerNotFound), error
+    assert "pgque subscribe q nobody" in str(error)
