@@ -1,4 +1,4 @@
-"""The rules :class:`pgque.Consumer` and :class:`pgque.AsyncConsumer` share (no I/O here).
+"""The rules :class:`pgque.Consumer` and :class:`pgque.AsyncConsumer` share (no database I/O).
 
 * **Retry delays** are seconds from 0 to :data:`MAX_RETRY_AFTER` (``pgque.nack``
   refuses more than 100 years), checked where they are given.
@@ -434,9 +434,9 @@ class TickerSwitch:
 
 
 def config_unreadable(exc: BaseException, log: logging.Logger, name: str) -> bool:
-    """pgque.config could not be read: re-raise a lost connection or a setup error,
+    """pgque.config could not be read: re-raise a lost connection or a missing pgque,
     else warn and run no ticker (decided again on the next connection)."""
-    if is_connection_error(exc) or setup_problem(exc) is not None:
+    if is_connection_error(exc) or setup_problem(exc) == "not_installed":
         raise exc
     log.warning("consumer %s: cannot read pgque.config (%s); no ticker", name, describe(exc))
     return False

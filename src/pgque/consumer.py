@@ -266,7 +266,8 @@ class Consumer:
 
         Raises:
             PgqueConsumerNotFound: Not subscribed (the message says what to run).
-            PgqueQueueNotFound: No such queue. PgqueNotInstalledError: no pgque.
+            PgqueQueueNotFound: The queue does not exist.
+            PgqueNotInstalledError: pgque is not installed in the database.
             ConsumerGaveUp: See ``max_settle_failures`` and ``max_abandoned``.
             PgqueConnectionError: The connection you gave broke.
         """
