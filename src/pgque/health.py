@@ -7,23 +7,17 @@ read (an older pgque without the function, a role without EXECUTE on it, a
 closed connection or a failed transaction), :class:`Health` still describes
 the client and says why in :attr:`Health.notes`, each note starting with a
 stable code such as ``pgque_health_unavailable``.
-
-:func:`idle_queues_ok` applies "an idle queue is healthy" to the checks, for
-``pgque status``: ``queue_health()`` also calls a queue's ticker late when
-its last tick is old and no event waits.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
 
-__all__ = ["Health", "HealthCheck", "idle_queues_ok"]
+__all__ = ["Health", "HealthCheck"]
 
 _RANK = {"ok": 0, "unknown": 1, "warning": 2, "critical": 3}
 _TX_STATUS = {
@@ -156,38 +150,6 @@ def finish(health: Health, rows: list[tuple[Any, ...]] | None) -> Health:
         worst = max((_RANK.get(c.status, _RANK["unknown"]) for c in health.checks), default=0)
         health.status = next(k for k, v in _RANK.items() if v == worst)
     return health
-
-
-def idle_queues_ok(
-    checks: list[HealthCheck], idle: dict[str, dt.datetime | None], ticker_job: bool
-) -> list[HealthCheck]:
-    """The checks, with no ticker late for an idle queue: late is events waiting untouched.
-
-    ``idle`` maps each queue where nothing waits (``queue_stats()`` shows no
-    oldest pending message: no event unticked or unconsumed; always so for a
-    queue without consumers) to its last tick time: its ``ticker_running``
-    check is ok however old that tick is. Without a scheduled ticker job
-    (``ticker_job`` False) the ``system`` check ``pg_cron_ticker`` warns only
-    about late queues: it is ok once none is left.
-    """
-    now = dt.datetime.now(dt.timezone.utc)
-    judged = []
-    for check in checks:
-        if check.name == "ticker_running" and check.status != "ok" and check.queue in idle:
-            tick = idle[check.queue]
-            age = "never" if tick is None else f"{(now - tick).total_seconds():.1f} s ago"
-            check = dataclasses.replace(
-                check, status="ok", detail=f"last tick {age}; no event waits for a tick"
-            )
-        judged.append(check)
-    late = any(c.name == "ticker_running" and c.status != "ok" for c in judged)
-    return [
-        dataclasses.replace(c, status="ok", detail="no scheduled ticker job and no session holds"
-                            " the ticker lock; no queue has events waiting for a tick")
-        if (c.queue, c.name, c.status) == ("system", "pg_cron_ticker", "warning")
-        and not (ticker_job or late) else c
-        for c in judged
-    ]  # fmt: skip
 
 
 Health.__module__ = "pgque"

@@ -221,7 +221,7 @@ def test_status_idle_queue_is_healthy(pgque: Pgque, conn: psycopg.Connection[Any
         data = run.json()
         checks = {(h["queue_name"], h["check_name"]): h for h in data["health"]}
         assert checks["idle", "ticker_running"]["status"] == "ok"
-        assert "no event waits for a tick" in checks["idle", "ticker_running"]["detail"]
+        assert "no event waiting for a tick" in checks["idle", "ticker_running"]["detail"]
         assert checks["system", "pg_cron_ticker"]["status"] == "ok"
         assert data["queues"][0]["health"] == "ok" and data["worst"] == "ok"
     assert pgque("queues", "--json").json()[0]["health"] == "ok"

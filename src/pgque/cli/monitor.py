@@ -2,8 +2,8 @@
 
 All figures come from pgque's observability functions (``status()``,
 ``queue_stats()``, ``consumer_stats()``, ``queue_health()``); nothing here writes.
-A queue where nothing waits is healthy however old its last tick
-(:func:`pgque.health.idle_queues_ok`).
+A queue where nothing waits is healthy however old its last tick (the
+``ticker_running`` rule of ``queue_health()``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from pgque.cli._session import require_installed, require_queue, session
 from pgque.cli._types import Duration
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError
-from pgque.health import idle_queues_ok
 
 __all__ = ["COMMANDS", "collect_status", "render_status", "sparkline"]
 
@@ -57,12 +56,8 @@ def _health_by_queue(health: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _health_rows(client: PgqueClient) -> list[dict[str, Any]]:
-    """``queue_health()``, where an idle queue's ticker is never late."""
-    idle = {
-        q.queue_name: q.last_tick_time for q in client.queue_stats() if q.oldest_msg_age is None
-    }
-    jobs = client.conn.execute(query("scheduler")).fetchone()
-    checks = idle_queues_ok(client.queue_health(), idle, ticker_job=bool(jobs and jobs[1]))
+    """``queue_health()`` as dicts."""
+    checks = client.queue_health()
     return [{"queue_name": c.queue, "check_name": c.name, "status": c.status, "detail": c.detail}
             for c in checks]  # fmt: skip
 

@@ -329,10 +329,10 @@ declare
     v_newest timestamptz;
     v_late integer := 0;
 begin
-    -- ticker_running: a queue with events waiting ticks within ticker_max_lag,
-    -- an idle queue at least every ticker_idle_period (its back-off limit).
+    -- ticker_running: a queue with events waiting ticks within ticker_max_lag.
     -- Overdue by more than 10 s (one missed loop, pg_cron 1.4's gap between
-    -- minute runs) is a warning, by more than a minute critical.
+    -- minute runs) is a warning, by more than a minute critical. A queue with
+    -- no event waiting is healthy however old its last tick: nothing is late.
     for q in select * from pgque.queue order by queue_name loop
         queue_name := q.queue_name;
         check_name := 'ticker_running';
@@ -350,10 +350,8 @@ begin
             detail := 'never ticked';
         else
             v_wait := now() - pgque._unticked_since(q);
-            v_over := greatest(
-                v_age - greatest(q.queue_ticker_idle_period, q.queue_ticker_max_lag / 2),
-                v_wait - q.queue_ticker_max_lag);
-            status := case when v_over <= interval '10 seconds' then 'ok'
+            v_over := v_wait - q.queue_ticker_max_lag;
+            status := case when v_over is null or v_over <= interval '10 seconds' then 'ok'
                            when v_over <= interval '60 seconds' then 'warning'
                            else 'critical' end;
             detail := pg_catalog.format('last tick %s ago (tick %s); ',
