@@ -15,14 +15,25 @@ psycopg exception stays available as ``__cause__``::
           +-- PgqueMessageNotFound
           +-- PgqueInvalidArgument
           +-- PgqueOperationRefused
+          |    +-- PgqueInsertDisallowed
+          |    +-- PgqueTickRefused
+          |    +-- PgqueWrongConsumerKind
+          |    +-- PgqueFenced
+          |    +-- PgqueSchedulerUnavailable
+          |    +-- PgqueTriggerRefused
+          +-- PgqueCorruption
+          +-- PgqueTickerFailed
+          +-- PgqueMaintFailed
+          +-- PgqueAssertionFailed
 
 The SQL functions put a stable code in each error's DETAIL
 (``pgque:queue_not_found`` ...); :func:`from_database_error` maps it to a
-class, and falls back to the message texts upstream PgQue's client matches, so
-the mapping also works against upstream's SQL. PostgreSQL's own data
-exceptions (SQLSTATE class 22: a value that does not cast, is out of range or
-cannot be stored, such as a NUL character in text) are
-:class:`PgqueInvalidArgument`.
+class through one table (``_BY_CODE``, which ``tests/test_error_codes.py``
+holds equal to the codes the SQL raises), and falls back to the message texts
+upstream PgQue's client matches, so the mapping also works against upstream's
+SQL. PostgreSQL's own data exceptions (SQLSTATE class 22: a value that does
+not cast, is out of range or cannot be stored, such as a NUL character in
+text) are :class:`PgqueInvalidArgument`.
 """
 
 from __future__ import annotations
@@ -30,16 +41,26 @@ from __future__ import annotations
 import psycopg
 
 __all__ = [
+    "PgqueAssertionFailed",
     "PgqueBatchNotFound",
     "PgqueConnectionError",
     "PgqueConsumerNotFound",
+    "PgqueCorruption",
     "PgqueError",
+    "PgqueFenced",
+    "PgqueInsertDisallowed",
     "PgqueInstallError",
     "PgqueInvalidArgument",
+    "PgqueMaintFailed",
     "PgqueMessageNotFound",
     "PgqueNotInstalledError",
     "PgqueOperationRefused",
     "PgqueQueueNotFound",
+    "PgqueSchedulerUnavailable",
+    "PgqueTickRefused",
+    "PgqueTickerFailed",
+    "PgqueTriggerRefused",
+    "PgqueWrongConsumerKind",
     "from_database_error",
 ]
 
@@ -98,14 +119,84 @@ class PgqueOperationRefused(PgqueError):
     """The call is well-formed, but the queue's or consumer's state forbids it."""
 
 
+class PgqueInsertDisallowed(PgqueOperationRefused):
+    """The queue refuses new events (its disable_insert setting is on)."""
+
+
+class PgqueTickRefused(PgqueOperationRefused):
+    """The queue cannot be ticked this way (paused, external ticker, isolation level)."""
+
+
+class PgqueWrongConsumerKind(PgqueOperationRefused):
+    """The consumer is of a kind this call does not serve (cooperative, partition slot)."""
+
+
+class PgqueFenced(PgqueOperationRefused):
+    """This worker does not hold the partition slot's lease (never claimed, expired or taken)."""
+
+
+class PgqueSchedulerUnavailable(PgqueOperationRefused):
+    """The scheduler (pg_cron or pg_timetable) is missing, too old or not trusted."""
+
+
+class PgqueTriggerRefused(PgqueOperationRefused):
+    """A CDC trigger refused the row change (its arguments, the table's key, or the change)."""
+
+
+class PgqueCorruption(PgqueError):
+    """pgque's bookkeeping is damaged: a missing tick or object, or txids that went backwards."""
+
+
+class PgqueTickerFailed(PgqueError):
+    """A ticker loop ran, but ticking failed in some of its rounds."""
+
+
+class PgqueMaintFailed(PgqueError):
+    """run_maint() ran, but some of its maintenance operations failed."""
+
+
+class PgqueAssertionFailed(PgqueError):
+    """A pgque SQL test helper's assertion failed."""
+
+
+# Every code the SQL raises, and its class. tests/test_error_codes.py fails when
+# the SQL raises a code missing here, or when a code here is raised nowhere.
 _BY_CODE: dict[str, type[PgqueError]] = {
     "queue_not_found": PgqueQueueNotFound,
     "consumer_not_found": PgqueConsumerNotFound,
     "batch_not_found": PgqueBatchNotFound,
     "event_not_found": PgqueMessageNotFound,
     "dead_letter_not_found": PgqueMessageNotFound,
-    "tick_not_found": PgqueInvalidArgument,
     "invalid_argument": PgqueInvalidArgument,
+    "tick_not_found": PgqueInvalidArgument,
+    "consumers_attached": PgqueOperationRefused,
+    "no_ticks": PgqueOperationRefused,
+    "not_owner": PgqueOperationRefused,
+    "staging_incomplete": PgqueOperationRefused,
+    "insert_disallowed": PgqueInsertDisallowed,
+    "ticker_paused": PgqueTickRefused,
+    "external_ticker": PgqueTickRefused,
+    "not_external_ticker": PgqueTickRefused,
+    "wrong_isolation": PgqueTickRefused,
+    "cooperative_consumer": PgqueWrongConsumerKind,
+    "partition_slot": PgqueWrongConsumerKind,
+    "fenced": PgqueFenced,
+    "not_leased": PgqueFenced,
+    "scheduler_missing": PgqueSchedulerUnavailable,
+    "scheduler_too_old": PgqueSchedulerUnavailable,
+    "scheduler_untrusted": PgqueSchedulerUnavailable,
+    "trigger_bad_setup": PgqueTriggerRefused,
+    "trigger_bad_argument": PgqueTriggerRefused,
+    "trigger_bad_expression": PgqueTriggerRefused,
+    "trigger_no_pkey": PgqueTriggerRefused,
+    "trigger_pkey_update": PgqueTriggerRefused,
+    "trigger_null_key": PgqueTriggerRefused,
+    "trigger_denied": PgqueTriggerRefused,
+    "corruption": PgqueCorruption,
+    "invalid_state": PgqueCorruption,
+    "ticker_failed": PgqueTickerFailed,
+    "maint_failed": PgqueMaintFailed,
+    "assertion_failed": PgqueAssertionFailed,
 }
 
 # Upstream PgQue raises bare texts; its client matches these substrings,
@@ -126,7 +217,9 @@ def _class_for(exc: psycopg.Error) -> tuple[type[PgqueError], str | None]:
     detail = exc.diag.message_detail or ""
     if detail.startswith("pgque:"):
         code = detail[len("pgque:") :].split()[0]
-        return _BY_CODE.get(code, PgqueOperationRefused), code
+        # A code this package does not know (a newer server-side pgque): the
+        # code is kept on the error, the class says no more than that.
+        return _BY_CODE.get(code, PgqueError), code
     text = (exc.diag.message_primary or str(exc)).lower()
     for needle, cls in _BY_TEXT:
         if needle in text:
@@ -155,17 +248,8 @@ def from_database_error(exc: psycopg.Error) -> PgqueError:
     return error
 
 
-for _cls in (
-    PgqueError,
-    PgqueConnectionError,
-    PgqueNotInstalledError,
-    PgqueInstallError,
-    PgqueQueueNotFound,
-    PgqueConsumerNotFound,
-    PgqueBatchNotFound,
-    PgqueMessageNotFound,
-    PgqueInvalidArgument,
-    PgqueOperationRefused,
-):
-    _cls.__module__ = "pgque"
-del _cls
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = "pgque"
+del _name, _obj
