@@ -11,9 +11,13 @@ connection goes. The leader
   grow under load (``pgque.ticker_eager``);
 * calls ``pgque.ticker()`` every ``tick_period_ms`` (``pgque.config``) for
   PgQ's own rules, idle ticks included;
-* moves due retries and delayed messages about every second;
-* runs ``pgque.maint()`` and VACUUMs ``maint_tables_to_vacuum()`` about
-  every 30 seconds, each as its own statement;
+* moves due retries and delayed messages about every second, and runs
+  ``CALL pgque.run_maint()`` and VACUUMs ``maint_tables_to_vacuum()`` about
+  every 30 seconds, each as its own statement. A ticker built from a
+  connection string does that on a connection and a thread of its own, so a
+  slow maintenance round never delays a tick; one given a pool or a
+  connection does it between ticks (none of it waits on a lock an
+  application holds);
 * ticks at most every ``tick_period_ms`` while the database's xmin horizon
   (``pgque.xmin_horizon()``: sessions, read-only snapshots included,
   prepared transactions, replication slots) has not moved for
@@ -53,8 +57,6 @@ class _Schedule:
     """When each periodic job of the leader is next due (monotonic seconds)."""
 
     ticker: float = 0.0
-    retries: float = 0.0
-    maint: float = 0.0
     xmin_check: float = 0.0
     period_check: float = 0.0
     standby: float = 0.0
@@ -189,6 +191,7 @@ class Ticker:
         due = _Schedule()
         seen: dict[str, int] = {}
         pending: set[str] = set()
+        maintenance: _Maintenance | None = None
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
@@ -198,13 +201,20 @@ class Ticker:
                         due.standby = now + 1.0
                         if self.leading:
                             logger.info("ticker: leading (pid %s)", conn.info.backend_pid)
+                            maintenance = _Maintenance(self)
+                            if isinstance(self.source, str):
+                                maintenance.start()
                     if not self.leading:
                         self._stop.wait(0.1)
                         continue
                 self._lead_once(conn, due, seen, pending, now)
+                if maintenance is not None and maintenance.thread is None:
+                    maintenance.run_due(conn, now)  # a pool or a given connection
                 busy = pending or now - self._last_activity < 0.5
                 self._stop.wait(self.poll_interval if busy else self.idle_poll_interval)
         finally:
+            if maintenance is not None:
+                maintenance.stop()
             if self.leading and not conn.closed:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute(query("ticker_resign"))
@@ -242,20 +252,66 @@ class Ticker:
         if now >= due.period_check:
             due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
             due.period_check = now + 1.0
-        if now >= due.retries:
+
+
+class _Maintenance:
+    """The leader's retries, delayed messages, ``run_maint()`` and VACUUM.
+
+    Started by the leader: on a connection and a thread of its own when the
+    ticker has a connection string, so that ticking never waits for it; with
+    a pool (which may have no second connection to give) or a borrowed
+    connection, :meth:`run_due` runs between ticks instead.
+    """
+
+    def __init__(self, ticker: Ticker) -> None:
+        self.ticker = ticker
+        self.retries_due = 0.0
+        self.maint_due = 0.0
+        self.thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        """Run in a daemon thread of its own until :meth:`stop`."""
+        self.thread = threading.Thread(target=self._run, name="pgque-maintenance", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, if any (a round in progress finishes first)."""
+        self._stop.set()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(5.0)
+
+    def _run(self) -> None:
+        delay = 0.1
+        while not self._stop.is_set() and not self.ticker._stop.is_set():
+            try:
+                with self.ticker._connection() as conn:
+                    while not self._stop.is_set() and not self.ticker._stop.is_set():
+                        self.run_due(conn, time.monotonic())
+                        delay = 0.1
+                        self._stop.wait(0.05)
+            except psycopg.Error as exc:
+                logger.warning("ticker: maintenance failed, retrying in %.1fs: %s", delay, exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
+
+    def run_due(self, conn: psycopg.Connection[Any], now: float) -> None:
+        """Whatever maintenance is due at ``now``."""
+        if now >= self.retries_due:
             while _value(conn, query("maint_retry_events")):
                 pass
             conn.execute(query("maint_deliver_delayed"))
-            due.retries = now + self.retry_interval
-        if now >= due.maint:
-            conn.execute(query("maint"))
+            self.retries_due = now + self.ticker.retry_interval
+        if now >= self.maint_due:
+            # Never waits on a lock an application holds; commits per step.
+            conn.execute(query("run_maint"))
             for (table,) in conn.execute(query("maint_tables_to_vacuum")).fetchall():
                 schema, _, name = table.partition(".")
                 try:
                     conn.execute(sql.SQL(query("vacuum")).format(sql.Identifier(schema, name)))
                 except psycopg.errors.InsufficientPrivilege:
                     logger.debug("ticker: may not vacuum %s", table)
-            due.maint = now + self.maint_interval
+            self.maint_due = now + self.ticker.maint_interval
 
 
 def _borrowed(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:

@@ -212,3 +212,60 @@ def test_ticker_on_a_given_connection(
     assert not ticker.leading
     with pytest.raises(TypeError, match="source must be"):
         pgque.Ticker(42)  # type: ignore[arg-type]
+
+
+def test_a_blocked_maintenance_round_delays_no_tick(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker],
+    connect: Any,
+) -> None:  # fmt: skip
+    # An extra maintenance function that waits for a lock this test holds.
+    conn.execute(
+        "create function public.stuck_maint(q text) returns integer language plpgsql"
+        " as $$ begin perform pg_advisory_xact_lock(4242); return 1; end $$"
+    )
+    one(conn, "select pgque.register_maint_function('public.stuck_maint(text)')")
+    one(conn, "select pgque.set_queue_config('q', 'extra_maint', '{public.stuck_maint}')")
+    blocker = connect()
+    one(blocker, "select pg_advisory_lock(4242)")
+    start(tickers, db, maint_interval=0.05)
+
+    def maintenance_waits() -> bool:
+        return bool(one(conn, "select count(*) from pg_locks where locktype = 'advisory'"
+                              " and objid = 4242 and not granted"))  # fmt: skip
+
+    wait_for(maintenance_waits)
+    one(conn, "select pgque.send('q', '{\"n\": 1}'::jsonb)")
+    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+    assert maintenance_waits()  # still stuck, and the event was ticked all the same
+    one(blocker, "select pg_advisory_unlock(4242)")
+
+
+def test_a_handler_in_flight_holds_back_no_other_queue(
+    db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker],
+    connect: Any,
+) -> None:  # fmt: skip
+    # Queue "jobs" is due for rotation while a transactional handler holds
+    # its batch; queue "q" must go on ticking, retrying and delivering.
+    one(conn, "select pgque.create_queue('jobs')")
+    one(conn, "select pgque.set_queue_config('jobs', 'rotation_period', '1 microsecond')")
+    one(conn, "select pgque.subscribe('jobs', 'worker')")
+    one(conn, "select pgque.send('jobs', 'a')")
+    one(conn, "select pgque.force_next_tick('jobs')")
+    one(conn, "select pgque.ticker('jobs')")
+    handler = connect(autocommit=False)
+    batch = one(handler, "select batch_id from pgque.receive('jobs', 'worker') limit 1")
+    one(handler, "select pgque.ack(%s)", batch)
+    start(tickers, db, retry_interval=0.05, maint_interval=0.05)
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    wait_for(lambda: (msgs := rows(conn, "select * from pgque.receive('q', 'c')")) != []
+             and one(conn, "select pgque.nack(%s, %s::bigint, '0 seconds')", msgs[0][1], msgs[0][0])
+             and one(conn, "select pgque.ack(%s)", msgs[0][1]) == 1, timeout=5)  # fmt: skip
+    wait_for(lambda: rows(conn, "select retry_count from pgque.receive('q', 'c')") == [(1,)],
+             timeout=5)  # fmt: skip
+    table = one(conn, "select queue_cur_table from pgque.queue where queue_name = 'jobs'")
+    handler.commit()
+    wait_for(
+        lambda: (
+            one(conn, "select queue_cur_table from pgque.queue where queue_name = 'jobs'") != table
+        )
+    )

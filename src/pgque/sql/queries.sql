@@ -106,8 +106,8 @@ select pgque.maint_retry_events()
 -- name: maint_deliver_delayed
 select pgque.maint_deliver_delayed()
 
--- name: maint
-select pgque.maint()
+-- name: run_maint
+call pgque.run_maint()
 
 -- name: maint_tables_to_vacuum
 select t from pgque.maint_tables_to_vacuum() t
