@@ -33,5 +33,6 @@
 \ir functions/test_helpers.sql
 \ir functions/spark.sql
 \ir functions/triggers.sql
+\ir structure/stale_routines.sql
 \ir structure/grants.sql
 \ir structure/commit.sql

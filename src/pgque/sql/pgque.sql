@@ -337,12 +337,6 @@ comment on function pgque.upgrade_schema() is
 
 do $upgrade$ begin perform pgque.upgrade_schema(); end $upgrade$;
 
--- Routines earlier versions had and this one does not.
-drop function if exists pgque._xid8_to_int8(xid8);
-drop function if exists pgque._trigger_eval(text, record);
-drop function if exists pgque._trigger_event(text, text, text, text, oid, text, text, text[],
-                                             record, record);
-
 -- file: structure/types.sql
 -- Types of the modern API.
 
@@ -7390,6 +7384,38 @@ grant execute on function
     pgque._trigger_eval(text, record, text),
     pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record, text)
 to pgque_writer;
+
+-- file: structure/stale_routines.sql
+-- Routines an earlier version had and this one does not: dropped, so that a
+-- removed function or overload does not outlive the upgrade.
+--
+-- The list of this build's routines is the install itself: every routine of
+-- the manifest is written with CREATE OR REPLACE in this transaction, which
+-- writes a new pg_proc row even for an unchanged definition. A pgque routine
+-- whose row is older than this transaction (age(xmin) > 0) is therefore not
+-- part of this build. Never dropped: a routine something else depends on (a
+-- user's trigger on a CDC trigger function, a view, a default), since that
+-- would need CASCADE; and nothing outside schema pgque. Runs after every
+-- function file and before grants.sql.
+do $stale$
+declare
+    v_routine regprocedure;
+begin
+    for v_routine in
+        select p.oid::regprocedure
+          from pg_catalog.pg_proc p
+         where p.pronamespace = 'pgque'::regnamespace
+           and pg_catalog.age(p.xmin) > 0
+           and not exists (
+               select 1 from pg_catalog.pg_depend d
+                where d.refclassid = 'pg_catalog.pg_proc'::regclass
+                  and d.refobjid = p.oid and d.deptype in ('n', 'a'))
+         order by 1
+    loop
+        execute pg_catalog.format('drop routine %s', v_routine);
+    end loop;
+end
+$stale$;
 
 -- file: structure/grants.sql
 -- Privileges, re-applied by every install.

@@ -81,8 +81,3 @@ comment on function pgque.upgrade_schema() is
 
 do $upgrade$ begin perform pgque.upgrade_schema(); end $upgrade$;
 
--- Routines earlier versions had and this one does not.
-drop function if exists pgque._xid8_to_int8(xid8);
-drop function if exists pgque._trigger_eval(text, record);
-drop function if exists pgque._trigger_event(text, text, text, text, oid, text, text, text[],
-                                             record, record);
