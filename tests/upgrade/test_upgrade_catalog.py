@@ -34,19 +34,29 @@ ROLES = ("pgque_reader", "pgque_writer", "pgque_admin")
 Conn = psycopg.Connection[Any]
 
 IN_PGQUE = "'pgque'::regnamespace"
+
+
+def acl(column: str) -> str:
+    """An ACL as sorted text: the order of its items depends on the order of the grants."""
+    return (
+        f"(select pg_catalog.array_agg(x::text order by x::text)"
+        f" from pg_catalog.unnest({column}) x)"
+    )
+
+
 CATALOG = {
     "routines": (
         "select p.oid::regprocedure::text, p.prokind::text, l.lanname,"
         " pg_catalog.pg_get_function_arguments(p.oid), pg_catalog.pg_get_function_result(p.oid),"
         " p.prosecdef, p.proconfig::text, p.provolatile::text, p.proisstrict, p.proleakproof,"
-        " p.proparallel::text, pg_catalog.pg_get_userbyid(p.proowner), p.proacl::text,"
+        " p.proparallel::text, pg_catalog.pg_get_userbyid(p.proowner), " + acl("p.proacl") + ","
         " pg_catalog.md5(p.prosrc), pg_catalog.obj_description(p.oid, 'pg_proc')"
         " from pg_catalog.pg_proc p join pg_catalog.pg_language l on l.oid = p.prolang"
         f" where p.pronamespace = {IN_PGQUE}"
     ),
     "relations": (
         "select c.relname, c.relkind::text, c.relpersistence::text,"
-        " pg_catalog.pg_get_userbyid(c.relowner), c.relacl::text, c.reloptions::text,"
+        " pg_catalog.pg_get_userbyid(c.relowner), " + acl("c.relacl") + ", c.reloptions::text,"
         " pg_catalog.obj_description(c.oid, 'pg_class'),"
         " (select i.inhparent::regclass::text from pg_catalog.pg_inherits i"
         "   where i.inhrelid = c.oid)"
@@ -55,7 +65,7 @@ CATALOG = {
     # By name, not position: a column added by an upgrade comes last.
     "columns": (
         "select c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),"
-        " a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid), a.attacl::text,"
+        " a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid), " + acl("a.attacl") + ","
         " a.attidentity::text, a.attgenerated::text"
         " from pg_catalog.pg_class c"
         " join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attnum > 0"
@@ -85,17 +95,17 @@ CATALOG = {
     ),
     "types": (
         "select t.typname, t.typtype::text, pg_catalog.pg_get_userbyid(t.typowner),"
-        " t.typacl::text, pg_catalog.obj_description(t.oid, 'pg_type')"
+        " " + acl("t.typacl") + ", pg_catalog.obj_description(t.oid, 'pg_type')"
         f" from pg_catalog.pg_type t where t.typnamespace = {IN_PGQUE}"
     ),
     "schema": (
-        "select pg_catalog.pg_get_userbyid(n.nspowner), n.nspacl::text,"
+        "select pg_catalog.pg_get_userbyid(n.nspowner), " + acl("n.nspacl") + ","
         " pg_catalog.obj_description(n.oid, 'pg_namespace')"
         " from pg_catalog.pg_namespace n where n.nspname = 'pgque'"
     ),
     "default privileges": (
         "select pg_catalog.pg_get_userbyid(d.defaclrole), d.defaclobjtype::text,"
-        " d.defaclacl::text from pg_catalog.pg_default_acl d"
+        " " + acl("d.defaclacl") + " from pg_catalog.pg_default_acl d"
         f" where d.defaclnamespace = {IN_PGQUE}"
     ),
     "role memberships": (

@@ -10,6 +10,7 @@
 \ir structure/tables.sql
 \ir structure/upgrade.sql
 \ir structure/types.sql
+\ir structure/views.sql
 \ir functions/util.sql
 \ir functions/queue_admin.sql
 \ir functions/insert_router.sql

@@ -238,6 +238,35 @@ create table if not exists pgque.maint_function (
     mf_registered_at  timestamptz not null default now()
 );
 
+-- The Spark sinks' tables (functions/spark.sql).
+-- Rows staged by Spark tasks, published or discarded by the driver. Unlogged:
+-- after a crash the table is empty, and spark_publish refuses a write whose
+-- staged row counts do not match what its tasks reported.
+create unlogged table if not exists pgque.spark_staging (
+    write_id   text not null,
+    stage_id   text not null,
+    seq        bigint not null,
+    ev_type    text,
+    ev_data    text not null,
+    ev_extra1  text,
+    ev_extra2  text,
+    ev_extra3  text,
+    ev_extra4  text,
+    staged_at  timestamptz not null default now()
+);
+create index if not exists spark_staging_stage_idx
+    on pgque.spark_staging (write_id, stage_id, seq);
+
+-- Micro-batches a streaming sink has published: one row per (query, batch).
+create table if not exists pgque.spark_commits (
+    query_id      text not null,
+    batch_id      bigint not null,
+    queue_name    text not null,
+    events        bigint not null,
+    committed_at  timestamptz not null default now(),
+    primary key (query_id, batch_id)
+);
+
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 
@@ -361,6 +390,28 @@ end
 $types$;
 comment on type pgque.message is
     'A message as receive() returns it: event id, batch id, type, payload, retry count, time and extras.';
+
+-- file: structure/views.sql
+-- Views over the tables (created after upgrade.sql, so every column they
+-- read exists).
+
+-- Partition slots (functions/partition.sql) at a glance.
+create or replace view pgque.partition_slot_status as
+select q.queue_name, ps.co_name as consumer, ps.slot, pc.n,
+       ps.lease_owner, ps.lease_until, ps.epoch,
+       s.sub_last_tick as last_tick,
+       last.tick_event_seq - t.tick_event_seq as pending_events
+  from pgque.partition_slot ps
+  join pgque.partition_consumer pc on pc.queue_id = ps.queue_id and pc.co_name = ps.co_name
+  join pgque.queue q on q.queue_id = ps.queue_id
+  left join pgque.consumer c on c.co_name = ps.co_name || '#' || ps.slot || '/' || pc.n
+  left join pgque.subscription s on s.sub_queue = ps.queue_id and s.sub_consumer = c.co_id
+  left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+  left join lateral (
+      select lt.tick_event_seq from pgque.tick lt
+       where lt.tick_queue = ps.queue_id order by lt.tick_id desc limit 1) last on true;
+comment on view pgque.partition_slot_status is
+    'Every partition slot: its lease, epoch, position and estimated pending events.';
 
 -- file: functions/util.sql
 -- Small utilities shared by the engine.
@@ -4393,23 +4444,6 @@ $$;
 comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
     'nack() for a message of the slot''s open batch; the caller must hold the slot''s lease.';
 
-create or replace view pgque.partition_slot_status as
-select q.queue_name, ps.co_name as consumer, ps.slot, pc.n,
-       ps.lease_owner, ps.lease_until, ps.epoch,
-       s.sub_last_tick as last_tick,
-       last.tick_event_seq - t.tick_event_seq as pending_events
-  from pgque.partition_slot ps
-  join pgque.partition_consumer pc on pc.queue_id = ps.queue_id and pc.co_name = ps.co_name
-  join pgque.queue q on q.queue_id = ps.queue_id
-  left join pgque.consumer c on c.co_name = ps.co_name || '#' || ps.slot || '/' || pc.n
-  left join pgque.subscription s on s.sub_queue = ps.queue_id and s.sub_consumer = c.co_id
-  left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
-  left join lateral (
-      select lt.tick_event_seq from pgque.tick lt
-       where lt.tick_queue = ps.queue_id order by lt.tick_id desc limit 1) last on true;
-comment on view pgque.partition_slot_status is
-    'Every partition slot: its lease, epoch, position and estimated pending events.';
-
 -- file: functions/lifecycle.sql
 -- Lifecycle: the ticker loop, the scheduler jobs (pg_cron or pg_timetable),
 -- status() and uninstall().
@@ -5841,19 +5875,6 @@ $$;
 comment on function pgque.latency_percentiles(text, text, interval) is
     'p50/p95/p99 over events created in the last period (first deliveries, sampled up to 10000): ev_time to the tick that made it deliverable once the consumer passed that tick, else its age now.';
 
--- Monitoring is a reader's business.
-grant execute on function
-    pgque.queue_stats(),
-    pgque.consumer_stats(),
-    pgque.queue_health(),
-    pgque.otel_metrics(),
-    pgque.throughput(text, interval, interval),
-    pgque.error_rate(text, interval, interval),
-    pgque.in_flight(text),
-    pgque.stuck_consumers(interval),
-    pgque.latency_percentiles(text, text, interval)
-to pgque_reader;
-
 -- file: functions/test_helpers.sql
 -- Test helpers for users' own test suites: send a message, consume exactly
 -- one, assert that a queue or its dead letter queue is empty. Each raises
@@ -6028,16 +6049,10 @@ $$;
 comment on function pgque.assert_dlq_empty(text) is
     'Test helper: true when the queue has no dead letters; raises with their count and the newest otherwise.';
 
-grant execute on function pgque.test_send(text, jsonb) to pgque_writer;
-grant execute on function
-    pgque.test_consume(text, text, text),
-    pgque.assert_empty(text),
-    pgque.assert_dlq_empty(text)
-to pgque_reader;
-
 -- file: functions/spark.sql
 -- Spark connector support: tick-range reads for the streaming and batch
--- source, consumer positioning, and the staging tables of the sinks.
+-- source, consumer positioning, and the sinks' staging (its tables,
+-- spark_staging and spark_commits, are in structure/tables.sql).
 --
 -- Spark's offsets are tick ids. A micro-batch reads the events between two
 -- ticks of a queue under the engine's snapshot rule (visible in the end
@@ -6052,34 +6067,6 @@ to pgque_reader;
 -- streaming query records (query id, batch id) in the same transaction, so a
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
-
--- Rows staged by Spark tasks, published or discarded by the driver. Unlogged:
--- after a crash the table is empty, and spark_publish refuses a write whose
--- staged row counts do not match what its tasks reported.
-create unlogged table if not exists pgque.spark_staging (
-    write_id   text not null,
-    stage_id   text not null,
-    seq        bigint not null,
-    ev_type    text,
-    ev_data    text not null,
-    ev_extra1  text,
-    ev_extra2  text,
-    ev_extra3  text,
-    ev_extra4  text,
-    staged_at  timestamptz not null default now()
-);
-create index if not exists spark_staging_stage_idx
-    on pgque.spark_staging (write_id, stage_id, seq);
-
--- Micro-batches a streaming sink has published: one row per (query, batch).
-create table if not exists pgque.spark_commits (
-    query_id      text not null,
-    batch_id      bigint not null,
-    queue_name    text not null,
-    events        bigint not null,
-    committed_at  timestamptz not null default now(),
-    primary key (query_id, batch_id)
-);
 
 -- Internal: the SQL selecting the events between snapshots i_s1 and i_s2 of
 -- queue q whose ev_id % i_nparts = i_part, without retry copies. Same
@@ -6211,9 +6198,10 @@ begin
             using detail = 'pgque:invalid_argument';
     end if;
     q := pgque._spark_queue(i_queue_name);
-    -- Rotation step 1 locks this row FOR UPDATE: while the caller's
-    -- transaction lasts, no event table can be truncated under its read.
-    perform 1 from pgque.queue where queue_id = q.queue_id for key share;
+    -- Rotation step 1 takes this row FOR NO KEY UPDATE and skips it when
+    -- locked: while the caller's transaction lasts, no event table can be
+    -- truncated under its read (a KEY SHARE lock would not conflict).
+    perform 1 from pgque.queue where queue_id = q.queue_id for share;
     select * into q from pgque.queue where queue_id = q.queue_id;
 
     select tick_snapshot into v_s1 from pgque.tick
@@ -6596,23 +6584,6 @@ end
 $$;
 comment on function pgque.spark_cleanup(interval) is
     'Removes staged Spark rows older than the interval (writes whose driver died). Returns how many.';
-
--- Readers run Spark sources, writers Spark sinks. (grants.sql revokes PUBLIC
--- and gives pgque_admin every public function.)
-grant execute on function
-    pgque.spark_range_sql(text, bigint, bigint, integer, integer),
-    pgque.spark_read_range(text, bigint, bigint, integer, integer),
-    pgque.spark_latest_tick(text),
-    pgque.spark_start_tick(text, text, text),
-    pgque.spark_next_tick(text, text, bigint, bigint, integer, bigint),
-    pgque.spark_advance(text, text, bigint)
-to pgque_reader;
-grant execute on function
-    pgque.spark_latest_tick(text),
-    pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]),
-    pgque.spark_publish(text, text, text[], bigint[], text, bigint),
-    pgque.spark_discard(text)
-to pgque_writer;
 
 -- file: functions/triggers.sql
 -- CDC triggers: turn row changes into queue events (PgQ's jsontriga, logutriga, sqltriga).
@@ -7371,20 +7342,6 @@ comment on function pgque.sqltriga() is
     'Trigger: queues every row change (and TRUNCATE) as a SQL fragment event (type I/U/D). '
     'Arguments as for jsontriga.';
 
--- The DML user runs these (SECURITY INVOKER), so pgque_writer needs them, as in PgQ.
-grant execute on function
-    pgque.jsontriga(),
-    pgque.logutriga(),
-    pgque.sqltriga(),
-    pgque._trigger_urlencode(text),
-    pgque._trigger_json_row(text[], text[], boolean[]),
-    pgque._trigger_urlencode_row(text[], text[], boolean[]),
-    pgque._trigger_list_has(text, text),
-    pgque._trigger_eq_operator(oid, boolean),
-    pgque._trigger_eval(text, record, text),
-    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record, text)
-to pgque_writer;
-
 -- file: structure/stale_routines.sql
 -- Routines an earlier version had and this one does not: dropped, so that a
 -- removed function or overload does not outlive the upgrade.
@@ -7518,13 +7475,7 @@ grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.
 revoke all on pgque.idem from pgque_reader, pgque_admin;
 -- Staged, unpublished Spark sink rows belong to the sink's definer functions.
-do $spark$
-begin
-    if pg_catalog.to_regclass('pgque.spark_staging') is not null then
-        revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
-    end if;
-end
-$spark$;
+revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
 
 grant execute on function
     pgque.version(),
@@ -7550,6 +7501,54 @@ grant execute on function
     pgque.send(text, text, text, text),
     pgque.send_idem(text, text, text, text, interval, text),
     pgque.send_idem(text, text, jsonb, text, interval, text)
+to pgque_writer;
+
+-- Monitoring and the SQL test helpers are a reader's business; test_send
+-- is a writer's.
+grant execute on function
+    pgque.queue_stats(),
+    pgque.consumer_stats(),
+    pgque.queue_health(),
+    pgque.otel_metrics(),
+    pgque.throughput(text, interval, interval),
+    pgque.error_rate(text, interval, interval),
+    pgque.in_flight(text),
+    pgque.stuck_consumers(interval),
+    pgque.latency_percentiles(text, text, interval),
+    pgque.test_consume(text, text, text),
+    pgque.assert_empty(text),
+    pgque.assert_dlq_empty(text)
+to pgque_reader;
+grant execute on function pgque.test_send(text, jsonb) to pgque_writer;
+
+-- Readers run Spark sources, writers Spark sinks.
+grant execute on function
+    pgque.spark_range_sql(text, bigint, bigint, integer, integer),
+    pgque.spark_read_range(text, bigint, bigint, integer, integer),
+    pgque.spark_latest_tick(text),
+    pgque.spark_start_tick(text, text, text),
+    pgque.spark_next_tick(text, text, bigint, bigint, integer, bigint),
+    pgque.spark_advance(text, text, bigint)
+to pgque_reader;
+grant execute on function
+    pgque.spark_latest_tick(text),
+    pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]),
+    pgque.spark_publish(text, text, text[], bigint[], text, bigint),
+    pgque.spark_discard(text)
+to pgque_writer;
+
+-- The DML user runs these (SECURITY INVOKER), so pgque_writer needs them, as in PgQ.
+grant execute on function
+    pgque.jsontriga(),
+    pgque.logutriga(),
+    pgque.sqltriga(),
+    pgque._trigger_urlencode(text),
+    pgque._trigger_json_row(text[], text[], boolean[]),
+    pgque._trigger_urlencode_row(text[], text[], boolean[]),
+    pgque._trigger_list_has(text, text),
+    pgque._trigger_eq_operator(oid, boolean),
+    pgque._trigger_eval(text, record, text),
+    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record, text)
 to pgque_writer;
 
 -- Owner only: not even the admin.

@@ -773,16 +773,3 @@ end
 $$;
 comment on function pgque.latency_percentiles(text, text, interval) is
     'p50/p95/p99 over events created in the last period (first deliveries, sampled up to 10000): ev_time to the tick that made it deliverable once the consumer passed that tick, else its age now.';
-
--- Monitoring is a reader's business.
-grant execute on function
-    pgque.queue_stats(),
-    pgque.consumer_stats(),
-    pgque.queue_health(),
-    pgque.otel_metrics(),
-    pgque.throughput(text, interval, interval),
-    pgque.error_rate(text, interval, interval),
-    pgque.in_flight(text),
-    pgque.stuck_consumers(interval),
-    pgque.latency_percentiles(text, text, interval)
-to pgque_reader;

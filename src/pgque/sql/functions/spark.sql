@@ -1,5 +1,6 @@
 -- Spark connector support: tick-range reads for the streaming and batch
--- source, consumer positioning, and the staging tables of the sinks.
+-- source, consumer positioning, and the sinks' staging (its tables,
+-- spark_staging and spark_commits, are in structure/tables.sql).
 --
 -- Spark's offsets are tick ids. A micro-batch reads the events between two
 -- ticks of a queue under the engine's snapshot rule (visible in the end
@@ -14,34 +15,6 @@
 -- streaming query records (query id, batch id) in the same transaction, so a
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
-
--- Rows staged by Spark tasks, published or discarded by the driver. Unlogged:
--- after a crash the table is empty, and spark_publish refuses a write whose
--- staged row counts do not match what its tasks reported.
-create unlogged table if not exists pgque.spark_staging (
-    write_id   text not null,
-    stage_id   text not null,
-    seq        bigint not null,
-    ev_type    text,
-    ev_data    text not null,
-    ev_extra1  text,
-    ev_extra2  text,
-    ev_extra3  text,
-    ev_extra4  text,
-    staged_at  timestamptz not null default now()
-);
-create index if not exists spark_staging_stage_idx
-    on pgque.spark_staging (write_id, stage_id, seq);
-
--- Micro-batches a streaming sink has published: one row per (query, batch).
-create table if not exists pgque.spark_commits (
-    query_id      text not null,
-    batch_id      bigint not null,
-    queue_name    text not null,
-    events        bigint not null,
-    committed_at  timestamptz not null default now(),
-    primary key (query_id, batch_id)
-);
 
 -- Internal: the SQL selecting the events between snapshots i_s1 and i_s2 of
 -- queue q whose ev_id % i_nparts = i_part, without retry copies. Same
@@ -173,9 +146,10 @@ begin
             using detail = 'pgque:invalid_argument';
     end if;
     q := pgque._spark_queue(i_queue_name);
-    -- Rotation step 1 locks this row FOR UPDATE: while the caller's
-    -- transaction lasts, no event table can be truncated under its read.
-    perform 1 from pgque.queue where queue_id = q.queue_id for key share;
+    -- Rotation step 1 takes this row FOR NO KEY UPDATE and skips it when
+    -- locked: while the caller's transaction lasts, no event table can be
+    -- truncated under its read (a KEY SHARE lock would not conflict).
+    perform 1 from pgque.queue where queue_id = q.queue_id for share;
     select * into q from pgque.queue where queue_id = q.queue_id;
 
     select tick_snapshot into v_s1 from pgque.tick
@@ -558,20 +532,3 @@ end
 $$;
 comment on function pgque.spark_cleanup(interval) is
     'Removes staged Spark rows older than the interval (writes whose driver died). Returns how many.';
-
--- Readers run Spark sources, writers Spark sinks. (grants.sql revokes PUBLIC
--- and gives pgque_admin every public function.)
-grant execute on function
-    pgque.spark_range_sql(text, bigint, bigint, integer, integer),
-    pgque.spark_read_range(text, bigint, bigint, integer, integer),
-    pgque.spark_latest_tick(text),
-    pgque.spark_start_tick(text, text, text),
-    pgque.spark_next_tick(text, text, bigint, bigint, integer, bigint),
-    pgque.spark_advance(text, text, bigint)
-to pgque_reader;
-grant execute on function
-    pgque.spark_latest_tick(text),
-    pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]),
-    pgque.spark_publish(text, text, text[], bigint[], text, bigint),
-    pgque.spark_discard(text)
-to pgque_writer;

@@ -170,10 +170,3 @@ end
 $$;
 comment on function pgque.assert_dlq_empty(text) is
     'Test helper: true when the queue has no dead letters; raises with their count and the newest otherwise.';
-
-grant execute on function pgque.test_send(text, jsonb) to pgque_writer;
-grant execute on function
-    pgque.test_consume(text, text, text),
-    pgque.assert_empty(text),
-    pgque.assert_dlq_empty(text)
-to pgque_reader;

@@ -753,17 +753,3 @@ $$;
 comment on function pgque.sqltriga() is
     'Trigger: queues every row change (and TRUNCATE) as a SQL fragment event (type I/U/D). '
     'Arguments as for jsontriga.';
-
--- The DML user runs these (SECURITY INVOKER), so pgque_writer needs them, as in PgQ.
-grant execute on function
-    pgque.jsontriga(),
-    pgque.logutriga(),
-    pgque.sqltriga(),
-    pgque._trigger_urlencode(text),
-    pgque._trigger_json_row(text[], text[], boolean[]),
-    pgque._trigger_urlencode_row(text[], text[], boolean[]),
-    pgque._trigger_list_has(text, text),
-    pgque._trigger_eq_operator(oid, boolean),
-    pgque._trigger_eval(text, record, text),
-    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record, text)
-to pgque_writer;

@@ -98,13 +98,7 @@ grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.
 revoke all on pgque.idem from pgque_reader, pgque_admin;
 -- Staged, unpublished Spark sink rows belong to the sink's definer functions.
-do $spark$
-begin
-    if pg_catalog.to_regclass('pgque.spark_staging') is not null then
-        revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
-    end if;
-end
-$spark$;
+revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
 
 grant execute on function
     pgque.version(),
@@ -130,6 +124,54 @@ grant execute on function
     pgque.send(text, text, text, text),
     pgque.send_idem(text, text, text, text, interval, text),
     pgque.send_idem(text, text, jsonb, text, interval, text)
+to pgque_writer;
+
+-- Monitoring and the SQL test helpers are a reader's business; test_send
+-- is a writer's.
+grant execute on function
+    pgque.queue_stats(),
+    pgque.consumer_stats(),
+    pgque.queue_health(),
+    pgque.otel_metrics(),
+    pgque.throughput(text, interval, interval),
+    pgque.error_rate(text, interval, interval),
+    pgque.in_flight(text),
+    pgque.stuck_consumers(interval),
+    pgque.latency_percentiles(text, text, interval),
+    pgque.test_consume(text, text, text),
+    pgque.assert_empty(text),
+    pgque.assert_dlq_empty(text)
+to pgque_reader;
+grant execute on function pgque.test_send(text, jsonb) to pgque_writer;
+
+-- Readers run Spark sources, writers Spark sinks.
+grant execute on function
+    pgque.spark_range_sql(text, bigint, bigint, integer, integer),
+    pgque.spark_read_range(text, bigint, bigint, integer, integer),
+    pgque.spark_latest_tick(text),
+    pgque.spark_start_tick(text, text, text),
+    pgque.spark_next_tick(text, text, bigint, bigint, integer, bigint),
+    pgque.spark_advance(text, text, bigint)
+to pgque_reader;
+grant execute on function
+    pgque.spark_latest_tick(text),
+    pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]),
+    pgque.spark_publish(text, text, text[], bigint[], text, bigint),
+    pgque.spark_discard(text)
+to pgque_writer;
+
+-- The DML user runs these (SECURITY INVOKER), so pgque_writer needs them, as in PgQ.
+grant execute on function
+    pgque.jsontriga(),
+    pgque.logutriga(),
+    pgque.sqltriga(),
+    pgque._trigger_urlencode(text),
+    pgque._trigger_json_row(text[], text[], boolean[]),
+    pgque._trigger_urlencode_row(text[], text[], boolean[]),
+    pgque._trigger_list_has(text, text),
+    pgque._trigger_eq_operator(oid, boolean),
+    pgque._trigger_eval(text, record, text),
+    pgque._trigger_event(text, text, text, text, oid, text, text, text[], record, record, text)
 to pgque_writer;
 
 -- Owner only: not even the admin.

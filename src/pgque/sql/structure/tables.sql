@@ -174,6 +174,35 @@ create table if not exists pgque.maint_function (
     mf_registered_at  timestamptz not null default now()
 );
 
+-- The Spark sinks' tables (functions/spark.sql).
+-- Rows staged by Spark tasks, published or discarded by the driver. Unlogged:
+-- after a crash the table is empty, and spark_publish refuses a write whose
+-- staged row counts do not match what its tasks reported.
+create unlogged table if not exists pgque.spark_staging (
+    write_id   text not null,
+    stage_id   text not null,
+    seq        bigint not null,
+    ev_type    text,
+    ev_data    text not null,
+    ev_extra1  text,
+    ev_extra2  text,
+    ev_extra3  text,
+    ev_extra4  text,
+    staged_at  timestamptz not null default now()
+);
+create index if not exists spark_staging_stage_idx
+    on pgque.spark_staging (write_id, stage_id, seq);
+
+-- Micro-batches a streaming sink has published: one row per (query, batch).
+create table if not exists pgque.spark_commits (
+    query_id      text not null,
+    batch_id      bigint not null,
+    queue_name    text not null,
+    events        bigint not null,
+    committed_at  timestamptz not null default now(),
+    primary key (query_id, batch_id)
+);
+
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 
