@@ -53,3 +53,37 @@ def test_sql_version_matches_package_version() -> None:
     match = re.search(r"select '([^']+)'::text", util)
     assert match is not None
     assert match.group(1) == pgque.__version__
+
+
+def top_level(text: str) -> str:
+    """The SQL outside routine bodies and DO blocks (dollar-quoted) and comments."""
+    text = re.sub(r"(\$[a-z_]*\$).*?\1", "", text, flags=re.DOTALL)
+    return strip_comments(text)
+
+
+def test_each_routine_name_lives_in_one_file() -> None:
+    files: dict[str, set[str]] = {}
+    for path in sources():
+        for name in re.findall(
+            r"create\s+or\s+replace\s+(?:function|procedure)\s+pgque\.(\w+)\s*\(",
+            path.read_text(),
+            re.IGNORECASE,
+        ):
+            files.setdefault(name, set()).add(str(path.relative_to(SQL_DIR)))
+    assert {name: where for name, where in files.items() if len(where) > 1} == {}
+    assert len(files) > 150  # the scan finds the routines
+
+
+def test_tables_views_and_grants_only_under_structure() -> None:
+    statement = re.compile(
+        r"^\s*(create\s+(?:unlogged\s+)?table|create\s+(?:unique\s+)?index|"
+        r"create\s+(?:or\s+replace\s+)?view|create\s+sequence|create\s+type|grant|revoke)\b",
+        re.IGNORECASE | re.MULTILINE,
+    )
+    found = [
+        f"{path.relative_to(SQL_DIR)}: {match.group(1)}"
+        for path in sorted((SQL_DIR / "functions").glob("*.sql"))
+        for match in statement.finditer(top_level(path.read_text()))
+    ]
+    assert found == []
+    assert statement.search(top_level((SQL_DIR / "structure" / "grants.sql").read_text()))

@@ -21,7 +21,6 @@
 \ir functions/retry.sql
 \ir functions/maint.sql
 \ir functions/info.sql
-\ir functions/queue_options.sql
 \ir functions/send.sql
 \ir functions/delayed.sql
 \ir functions/receive.sql

@@ -181,6 +181,132 @@ $$ language plpgsql
 comment on function pgque.next_batch(text, text) is
     'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
 
+
+-- The cooperative forms, for one subconsumer of a group (see coop.sql).
+create or replace function pgque.next_batch_custom(
+    i_queue text, i_consumer text, i_subconsumer text,
+    i_min_lag interval, i_min_count int4, i_min_interval interval,
+    i_dead_interval interval default null,
+    out batch_id bigint, out prev_tick_id bigint, out next_tick_id bigint)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
+    v_member record;
+    v_main record;
+    v_dead record;
+    v_next record;
+begin
+    if i_dead_interval < interval '0' then
+        raise exception 'dead_interval must be a non-negative interval or NULL, got % (consumer % on queue %)',
+            i_dead_interval, v_member_name, i_queue using detail = 'pgque:invalid_argument';
+    end if;
+    select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_batch, s.sub_last_tick, s.sub_next_tick
+      into v_member
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where q.queue_name = i_queue and c.co_name = v_member_name and s.sub_role = 'coop_member'
+       for no key update of s;
+    if not found then
+        raise exception 'Not subscriber to queue: %/%', i_queue, v_member_name
+            using detail = 'pgque:consumer_not_found';
+    end if;
+
+    -- The member's open batch again; the call doubles as a heartbeat.
+    if v_member.sub_batch is not null then
+        update pgque.subscription set sub_active = now()
+         where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+        batch_id := v_member.sub_batch;
+        prev_tick_id := v_member.sub_last_tick;
+        next_tick_id := v_member.sub_next_tick;
+        return;
+    end if;
+
+    -- One member of the group at a time from here: the main row is the cursor.
+    select m.sub_consumer, m.sub_last_tick, t.tick_time, t.tick_event_seq into v_main
+      from pgque.subscription m
+      join pgque.tick t on t.tick_queue = m.sub_queue and t.tick_id = m.sub_last_tick
+     where m.sub_queue = v_member.sub_queue and m.sub_id = v_member.sub_id
+       and m.sub_role = 'coop_main'
+       for no key update of m;
+    if not found then
+        raise exception 'pgque corruption: cooperative consumer % on queue % has no main position',
+            i_consumer, i_queue using detail = 'pgque:corruption';
+    end if;
+
+    -- A member silent for longer than i_dead_interval loses its batch to us,
+    -- under a new batch id, so its late ack or nack fails.
+    if i_dead_interval is not null then
+        select s.sub_consumer, s.sub_batch, s.sub_last_tick, s.sub_next_tick into v_dead
+          from pgque.subscription s
+         where s.sub_queue = v_member.sub_queue and s.sub_id = v_member.sub_id
+           and s.sub_role = 'coop_member' and s.sub_batch is not null
+           and now() - s.sub_active > i_dead_interval  -- no overflow for any interval
+         order by s.sub_active
+         limit 1
+           for no key update skip locked;
+        if found then
+            update pgque.subscription
+               set sub_batch = null, sub_last_tick = null, sub_next_tick = null
+             where sub_queue = v_member.sub_queue and sub_consumer = v_dead.sub_consumer;
+            batch_id := pg_catalog.nextval('pgque.batch_id_seq');
+            prev_tick_id := v_dead.sub_last_tick;
+            next_tick_id := v_dead.sub_next_tick;
+            update pgque.subscription
+               set sub_batch = batch_id, sub_last_tick = prev_tick_id,
+                   sub_next_tick = next_tick_id, sub_active = now()
+             where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+            perform pgque.log_event('warning', 'consumer', 'batch taken over', jsonb_build_object(
+                'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer,
+                'batch', batch_id, 'old_batch', v_dead.sub_batch));
+            return;
+        end if;
+    end if;
+
+    if i_min_count is null and i_min_interval is null then
+        select tick_id, tick_time into v_next from pgque.tick
+         where tick_queue = v_member.sub_queue and tick_id > v_main.sub_last_tick
+         order by tick_id limit 1;
+    else
+        select h.next_tick_id as tick_id, h.next_tick_time as tick_time into v_next
+          from pgque.find_tick_helper(v_member.sub_queue, v_main.sub_last_tick, v_main.tick_time,
+                                      v_main.tick_event_seq, i_min_count, i_min_interval) h;
+    end if;
+    if v_next.tick_id is null
+       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+        return;
+    end if;
+
+    batch_id := pg_catalog.nextval('pgque.batch_id_seq');
+    prev_tick_id := v_main.sub_last_tick;
+    next_tick_id := v_next.tick_id;
+    update pgque.subscription
+       set sub_batch = batch_id, sub_last_tick = prev_tick_id, sub_next_tick = next_tick_id,
+           sub_active = now()
+     where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
+    update pgque.subscription set sub_last_tick = next_tick_id, sub_active = now()
+     where sub_queue = v_member.sub_queue and sub_consumer = v_main.sub_consumer;
+end
+$$;
+comment on function pgque.next_batch_custom(text, text, text, interval, int4, interval, interval) is
+    'Cooperative form: the subconsumer''s open batch, a dead member''s batch (taken over under a new id), or the group''s next batch under the thresholds.';
+
+create or replace function pgque.next_batch(
+    i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
+                                    i_dead_interval)).batch_id;
+end
+$$;
+comment on function pgque.next_batch(text, text, text, interval) is
+    'Cooperative form of next_batch for one subconsumer. Returns the batch id or NULL.';
+
 -- Internal: which event tables can hold events of a batch from snapshot
 -- i_s1 to i_s2, given the queue's rotation state. At most two: the rotation
 -- rule guarantees no batch reaches the table before the previous one.

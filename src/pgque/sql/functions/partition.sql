@@ -7,32 +7,8 @@
 -- lease kept in pgque.partition_slot (owner, expiry, fencing epoch), so it
 -- works through transaction-mode poolers; every slot call renews the lease
 -- and refuses anyone else.
-
-create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-begin
-    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload::text,
-                               i_partition_key, null, null, null);
-end
-$$;
-comment on function pgque.send(text, text, jsonb, text) is
-    'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
-
-create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-begin
-    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
-                               i_partition_key, null, null, null);
-end
-$$;
-comment on function pgque.send(text, text, text, text) is
-    'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
+--
+-- send() with a partition key is in send.sql, with the other overloads.
 
 -- Internal: the slot of a partition key among i_n slots.
 create or replace function pgque._partition_slot(i_key text, i_n integer)

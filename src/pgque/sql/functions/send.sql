@@ -83,6 +83,34 @@ $$;
 comment on function pgque.send(text, text, jsonb, text, text, text, text) is
     'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
 
+
+-- With a partition key, stored in ev_extra1 (see partition.sql).
+create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload::text,
+                               i_partition_key, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, jsonb, text) is
+    'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
+
+create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+                               i_partition_key, null, null, null);
+end
+$$;
+comment on function pgque.send(text, text, text, text) is
+    'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
+
 -- Internal: inserts many events into one queue with one statement. Every
 -- array but i_payloads may be NULL (all NULL) or must have its length;
 -- i_type is used where i_types is NULL. Returns the ids in input order.
