@@ -1,10 +1,9 @@
-"""The asyncio twin of :class:`pgque.PgqueClient`, on a :class:`psycopg.AsyncConnection`.
+"""The client: one :class:`psycopg.AsyncConnection` and a method per pgque SQL call.
 
-Every method of the sync client is here as a coroutine with the same name,
-parameters, defaults and SQL (``tests/sdk/test_async_parity.py`` holds the
-two in step). As with the sync client, methods never commit or roll back:
-with the default (non-autocommit) connection commit between send, tick and
-receive.
+Methods never commit or roll back: with the default (non-autocommit)
+connection the caller commits between send, tick and receive, because a
+batch only holds what committed before its tick. Database errors are raised
+as :mod:`pgque.errors` classes, chained to the psycopg error.
 """
 
 from __future__ import annotations
@@ -40,14 +39,14 @@ async def _mapped_errors() -> AsyncIterator[None]:
 
 
 class AsyncPgqueClient:
-    """pgque's SQL API on one :class:`psycopg.AsyncConnection`.
+    """pgque's SQL API on one connection.
 
     ``AsyncPgqueClient(conn)`` wraps a connection you own (``close()`` leaves
     it open); :func:`connect_async` opens one the client owns. ``client.conn``
     is the connection, for your own commits and queries.
 
     Args:
-        conn: An open async psycopg connection.
+        conn: An open :class:`psycopg.AsyncConnection`.
         serializer: How payloads are encoded; :data:`pgque.serializers.JSON`
             (the default) or :data:`pgque.serializers.RAW_TEXT` for verbatim text.
     """

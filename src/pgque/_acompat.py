@@ -1,0 +1,106 @@
+"""The asyncio side of the primitives the SDK's async sources use.
+
+``tools/async_to_sync.py`` turns ``pgque._acompat`` into :mod:`pgque._compat`
+in the generated sync modules, which offers the same names for threads.
+``ASYNC`` marks the code that differs (``if ASYNC: ... else: ...``); the
+generated modules keep the ``else`` branch only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Literal
+
+__all__ = [
+    "ASYNC",
+    "CANCEL_GRACE",
+    "SIGNALS",
+    "Event",
+    "call_with_timeout",
+    "run_lanes",
+    "signal_handlers",
+    "sleep",
+    "wait_event",
+]
+
+#: True here; the generated sync modules keep the ``else`` of ``if ASYNC:``.
+ASYNC = True
+#: The signals that stop a consumer.
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Seconds a cancelled handler gets to end before it counts as abandoned.
+CANCEL_GRACE = 1.0
+
+Event = asyncio.Event
+sleep = asyncio.sleep
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds passed; whether it is set."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+    return event.is_set()
+
+
+async def run_lanes(calls: list[Callable[[], Awaitable[None]]], limit: int) -> None:
+    """Run the calls as tasks, at most ``limit`` at once; wait for all of them, then
+    raise the first error."""
+    slots = asyncio.Semaphore(limit)
+
+    async def run(call: Callable[[], Awaitable[None]]) -> None:
+        async with slots:
+            await call()
+
+    results = await asyncio.gather(*(run(call) for call in calls), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def call_with_timeout(
+    call: Callable[[], Awaitable[Any]], timeout: float, name: str
+) -> Literal["done", "stopped", "running"]:
+    """Run ``call`` as a task for up to ``timeout`` seconds.
+
+    ``"done"`` when it finished in time (its error is raised), else it is
+    cancelled: ``"stopped"`` when it ended within :data:`CANCEL_GRACE`,
+    ``"running"`` when it still runs (abandoned).
+    """
+    task = asyncio.ensure_future(call())
+    task.set_name(name)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if done:
+        task.result()
+        return "done"
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE)
+    if done and not task.cancelled():
+        task.exception()  # retrieved: an error while being cancelled is not logged
+    return "stopped" if done else "running"
+
+
+@contextlib.contextmanager
+def signal_handlers(handler: Callable[[int], None]) -> Iterator[None]:
+    """Call ``handler(signum)`` on SIGTERM and SIGINT (in the event loop) inside the block,
+    when it runs on the main thread; the previous handlers are restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    added: list[signal.Signals] = []
+    try:
+        for sig in SIGNALS:
+            try:
+                loop.add_signal_handler(sig, handler, sig)
+            except (NotImplementedError, RuntimeError):
+                break  # this loop takes no signal handlers: stop() it
+            added.append(sig)
+        yield
+    finally:
+        for sig in added:
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, previous[sig])  # asyncio.run's own SIGINT handler, say

@@ -1,0 +1,90 @@
+"""The threaded side of the primitives the SDK's sync modules use.
+
+The generated sync modules import these names where their async sources
+import :mod:`pgque._acompat`'s (``tools/async_to_sync.py``).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any, Literal
+
+__all__ = [
+    "SIGNALS",
+    "Event",
+    "call_with_timeout",
+    "run_lanes",
+    "signal_handlers",
+    "sleep",
+    "wait_event",
+]
+
+#: The signals that stop a consumer.
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+Event = threading.Event
+sleep = time.sleep
+
+
+def wait_event(event: threading.Event, timeout: float) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds passed; whether it is set."""
+    return event.wait(timeout)
+
+
+def run_lanes(calls: list[Callable[[], None]], limit: int) -> None:
+    """Run the calls in threads, at most ``limit`` at once; wait for all of them, then
+    raise the first error."""
+    with ThreadPoolExecutor(min(limit, len(calls)), thread_name_prefix="pgque-worker") as pool:
+        futures = [pool.submit(call) for call in calls]
+        wait(futures)
+    for future in futures:
+        future.result()
+
+
+def call_with_timeout(
+    call: Callable[[], Any], timeout: float, name: str
+) -> Literal["done", "stopped", "running"]:
+    """Run ``call`` in a daemon thread for up to ``timeout`` seconds.
+
+    ``"done"`` when it finished in time (its error is raised), else
+    ``"running"``: a thread cannot be stopped, it is abandoned.
+    """
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    if not done.wait(timeout):
+        return "running"
+    if failure:
+        raise failure[0]
+    return "done"
+
+
+@contextmanager
+def signal_handlers(handler: Callable[[int], None]) -> Iterator[None]:
+    """Call ``handler(signum)`` on SIGTERM and SIGINT inside the block, when it runs on
+    the main thread; the previous handlers are restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    for sig in SIGNALS:
+        signal.signal(sig, lambda signum, frame: handler(signum))
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
