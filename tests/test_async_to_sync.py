@@ -43,7 +43,7 @@ Handler = Callable[..., Awaitable[int]]
 
 
 class AsyncThing:
-    """Sends from asyncio tasks; ``await thing.run()``."""
+    """Sends from tasks; ``await thing.run()``."""
 
     def __init__(self) -> None:
         self.stop = Event()
@@ -123,12 +123,11 @@ def test_a_stale_module_is_found_and_rewritten(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shutil.copy(ROOT / "pyproject.toml", tmp_path)  # ruff's settings
-    source, target = next(iter(tool.PAIRS.items()))
-    for name in (source, target):
+    for name in [*tool.PAIRS, *tool.PAIRS.values()]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     monkeypatch.setattr(tool, "ROOT", tmp_path)
-    monkeypatch.setattr(tool, "PAIRS", {source: target})
+    target = next(iter(tool.PAIRS.values()))
     stale = tmp_path / target
     stale.write_text(stale.read_text() + "# edited by hand\n")
     assert tool.main(["--check"]) == 1
@@ -136,6 +135,11 @@ def test_a_stale_module_is_found_and_rewritten(
     assert tool.main([]) == 0
     assert stale.read_text() == (ROOT / target).read_text()
     assert tool.main(["--check"]) == 0
+
+
+def test_an_unused_prose_phrase_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool, "PROSE", [*tool.PROSE, ("no source says this", "")])
+    assert tool.main(["--check"]) == 2
 
 
 def test_an_elif_after_if_async_is_refused() -> None:

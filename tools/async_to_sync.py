@@ -19,8 +19,8 @@ comments, ``# fmt: skip`` blocks and layout survive:
   mypy treats it as always true (``always_true`` in pyproject.toml), so the
   async module is checked without its sync branches and the generated one
   without the async branches.
-* Strings and comments get the same renames, lose ``await``/``async`` before
-  code, and go through :data:`PROSE` (a few phrases that differ).
+* Strings and comments go through :data:`PROSE` (the few phrases that
+  differ), lose ``await``/``async`` before code, and get the same renames.
 
 Each generated file starts with a header naming its source and this command,
 and is passed through ``ruff check --fix`` (unused imports, import order) and
@@ -49,6 +49,7 @@ COMMAND = "python tools/async_to_sync.py"
 #: The async source of every generated module, and the module generated from it.
 PAIRS: dict[str, str] = {
     "src/pgque/async_client.py": "src/pgque/client.py",
+    "src/pgque/async_producer.py": "src/pgque/producer.py",
 }
 
 #: Names renamed besides the ``AsyncX`` -> ``X`` rule.
@@ -66,17 +67,13 @@ NAMES: dict[str, str] = {
     "__aexit__": "__exit__",
 }
 
-#: Phrases of strings and comments that differ (applied after the renames).
+#: Phrases of strings and comments that differ, in the async source's words
+#: (applied first); every entry must be used by some source.
 PROSE: list[tuple[str, str]] = [
-    ("asyncio tasks", "threads"),
-    ("asyncio code", "threads"),
-    ("a coroutine function", "a function"),
-    ("coroutine functions", "functions"),
+    ("opened on the first send or ``async with``", "opened now"),
+    ("The first send opens it otherwise.", "The constructor calls it."),
     ("an async connection", "a connection"),
-    ("``async with``", "``with``"),
-    ("(asyncio)", "(threads)"),
     ("tasks", "threads"),
-    ("a task", "a thread"),
 ]
 
 _ASYNC_NAME = re.compile(r"Async([A-Z]\w*)")
@@ -96,13 +93,17 @@ def rename(name: str) -> str:
     return match.group(1) if match else name
 
 
+_prose_used: set[str] = set()
+
+
 def convert_text(text: str) -> str:
-    """A string's or comment's sync wording: renamed names, no await/async, :data:`PROSE`."""
-    text = _CODE_KEYWORDS.sub("", text)
-    text = _WORD.sub(lambda m: rename(m.group(0)), text)
+    """A string's or comment's sync wording: :data:`PROSE`, no await/async, renamed names."""
     for async_phrase, sync_phrase in PROSE:
-        text = text.replace(async_phrase, sync_phrase)
-    return text
+        if async_phrase in text:
+            _prose_used.add(async_phrase)
+            text = text.replace(async_phrase, sync_phrase)
+    text = _CODE_KEYWORDS.sub("", text)
+    return _WORD.sub(lambda m: rename(m.group(0)), text)
 
 
 # -- the syntax tree's part: branches and Awaitable ------------------------------------
@@ -295,6 +296,7 @@ def generate(source_text: str, source: str, target: str) -> str:
 def run(check: bool, only: list[str]) -> int:
     """Generate (or check) the pairs; the exit status."""
     stale: list[str] = []
+    _prose_used.clear()
     for source, target in PAIRS.items():
         if only and source not in only and target not in only:
             continue
@@ -308,6 +310,9 @@ def run(check: bool, only: list[str]) -> int:
         else:
             path.write_text(wanted, encoding="utf-8")
             print(f"wrote {target}")
+    unused = [phrase for phrase, _ in PROSE if phrase not in _prose_used]
+    if unused and not only:
+        raise GenerateError(f"PROSE phrases no source uses (remove them): {unused}")
     if stale:
         print("stale generated modules, run `" + COMMAND + "`:", *stale, sep="\n  ")
         return 1

@@ -20,6 +20,7 @@ __all__ = [
     "CANCEL_GRACE",
     "SIGNALS",
     "Event",
+    "Lock",
     "call_with_timeout",
     "run_lanes",
     "signal_handlers",
@@ -35,6 +36,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 CANCEL_GRACE = 1.0
 
 Event = asyncio.Event
+Lock = asyncio.Lock
 sleep = asyncio.sleep
 
 

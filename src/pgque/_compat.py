@@ -17,6 +17,7 @@ from typing import Any, Literal
 __all__ = [
     "SIGNALS",
     "Event",
+    "Lock",
     "call_with_timeout",
     "run_lanes",
     "signal_handlers",
@@ -28,6 +29,7 @@ __all__ = [
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Event = threading.Event
+Lock = threading.Lock
 sleep = time.sleep
 
 

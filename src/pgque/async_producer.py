@@ -1,16 +1,30 @@
-"""The asyncio twin of :class:`pgque.Producer`: safe to share between tasks.
+"""The producer: sends messages through a pool; safe to share between tasks.
 
-Same arguments, checks, SQL, tracing and metrics as the threaded producer
-(see :mod:`pgque.producer`); ``tests/sdk/test_async_parity.py`` keeps the two
-in step. One difference follows from asyncio: a producer made from a
-connection string opens its :class:`~psycopg_pool.AsyncConnectionPool` on
-``await producer.open()``, ``async with producer:`` or the first send, not
-in the constructor.
+A producer is made from a DSN (it then owns a
+:class:`psycopg_pool.AsyncConnectionPool`, closed by
+:meth:`AsyncProducer.close`), from a pool you own, or from one connection.
+Every method takes ``conn=`` to send inside your own transaction instead
+(the transactional outbox): the message commits or rolls back with your
+writes, and the producer never commits, rolls back or closes a connection it
+did not open.
+
+Payloads are encoded on the client by the serializer and stored through
+pgque's ``text`` overloads: the server does not parse them again. With the
+default :data:`~pgque.serializers.JSON` serializer objects become JSON (NaN
+and infinities are refused), and a ``str`` is taken as JSON text already, as
+in :class:`~pgque.PgqueClient`, but unchecked: pass objects, or text you know
+to be JSON. :meth:`AsyncProducer.send_batch` sends any number of messages in
+one statement (one round trip), with binary parameters and a prepared
+statement where the connection allows it (``prepare_threshold`` not None).
+The checks, encoding and statements are :mod:`pgque._producer_common`'s.
+
+The trace context of the current span (or of the producer's own ``send`` /
+``create`` span when OpenTelemetry is configured) goes into a free extra
+field of each message, as :mod:`pgque.tracing` describes.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -22,58 +36,71 @@ from opentelemetry.trace import SpanKind
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from pgque import tracing
+from pgque._acompat import ASYNC, Lock
+from pgque._producer_common import (
+    POOL_DEFAULTS,
+    Columns,
+    Extras,
+    Pending,
+    batch_statement,
+    check_extras,
+    check_queue,
+    check_type,
+    check_types,
+    client_side,
+    deliver_at_statement,
+    encode_many,
+    encode_one,
+    encoder,
+    extras_columns,
+    map_pool_error,
+    place_carriers,
+    single_statement,
+)
 from pgque._queries import LiteralString
 from pgque.errors import PgqueConnectionError, PgqueInvalidArgument, from_database_error
 from pgque.otel import Telemetry, telemetry
-from pgque.producer import (
-    _POOL_DEFAULTS,
-    Columns,
-    Extras,
-    _batch_statement,
-    _check_extras,
-    _check_queue,
-    _check_type,
-    _check_types,
-    _client_side,
-    _deliver_at_statement,
-    _encode_many,
-    _encode_one,
-    _encoder,
-    _extras_columns,
-    _map_pool_error,
-    _Pending,
-    _place_carriers,
-    _single_statement,
-)
 from pgque.serializers import JSON, Serializer
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["AsyncProducer", "AsyncProducerBatch"]
+__all__ = ["AsyncProducer", "AsyncProducerBatch", "Extras"]
 
 
 class AsyncProducer:
-    """Sends messages from asyncio code; safe to share between tasks.
+    """Sends messages; safe to share between tasks.
 
     Args:
-        source: A connection string (the producer then owns an
+        source: A connection string (the producer then owns a
             :class:`~psycopg_pool.AsyncConnectionPool` of autocommit
-            connections, opened by :meth:`open` or the first send and closed
-            by :meth:`close`), an :class:`~psycopg_pool.AsyncConnectionPool`
-            or :class:`~psycopg_pool.AsyncNullConnectionPool` you own and
-            opened, or a :class:`psycopg.AsyncConnection` you own (sends join
-            its current transaction; you commit).
+            connections, opened on the first send or ``async with``
+            (:meth:`open`), closed by :meth:`close`), a
+            :class:`~psycopg_pool.AsyncConnectionPool` or
+            :class:`~psycopg_pool.AsyncNullConnectionPool` you own (each send
+            borrows a connection, and the pool commits it on return), or a
+            :class:`psycopg.AsyncConnection` you own (sends join its current
+            transaction; you commit).
         serializer: How payloads become text. Defaults to
             :data:`~pgque.serializers.JSON`.
-        create_spans: As for :class:`pgque.Producer`. Defaults to True.
-        pool_kwargs: As for :class:`pgque.Producer`.
+        create_spans: With OpenTelemetry configured, give each message of a
+            batch its own ``create`` span (linked from the batch's ``send``
+            span, its context stored in the message). ``False`` stores the
+            ``send`` span's context in every message instead. Defaults to True.
+        pool_kwargs: Arguments for the pool made from a connection string,
+            over the defaults ``min_size=1, max_size=8`` (connection
+            arguments go in ``kwargs``; ``autocommit`` is on unless set).
         tracer_provider: OpenTelemetry tracer provider. Defaults to the global one.
         meter_provider: OpenTelemetry meter provider. Defaults to the global one.
+
+    Raises:
+        PgqueConnectionError: ``source`` is a connection string and no
+            connection could be opened with it.
 
     Example:
         >>> async with pgque.AsyncProducer("dbname=app") as producer:  # doctest: +SKIP
         ...     await producer.send("orders", {"id": 1}, type="order.created")
+        ...     ids = await producer.send_batch("orders", [{"id": 2}, {"id": 3}])
     """
 
     def __init__(
@@ -86,7 +113,7 @@ class AsyncProducer:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        self._encode = _encoder(serializer)
+        self._encode = encoder(serializer)
         self.serializer = serializer
         self.create_spans = create_spans
         self._telemetry: Telemetry = telemetry(tracer_provider, meter_provider)
@@ -96,7 +123,7 @@ class AsyncProducer:
         self._pool_kwargs = dict(pool_kwargs or {})
         self._owns_pool = False
         self._closed = False
-        self._opening: asyncio.Lock | None = None
+        self._opening = Lock()
         if isinstance(source, str):
             self._dsn = source
         elif isinstance(source, AsyncConnectionPool):
@@ -112,28 +139,28 @@ class AsyncProducer:
             raise PgqueInvalidArgument(
                 "pool_kwargs applies only when source is a connection string"
             )
+        if not ASYNC:
+            self.open()
 
     # -- lifecycle -------------------------------------------------------------
 
     async def open(self) -> AsyncProducer:
         """Open the pool made from a connection string; returns self. Harmless when open.
 
-        Checks the connection string with one connection first, so a bad one
-        fails here with its real error.
+        The first send opens it otherwise. A connection is tried first, so a
+        bad connection string fails here with its real error.
         """
         if self._closed:
             raise PgqueConnectionError("the producer is closed")
         if self._dsn is None or self._pool is not None:
             return self
-        if self._opening is None:
-            self._opening = asyncio.Lock()
         async with self._opening:
             if self._pool is None:
                 await self._open_pool(self._dsn)
         return self
 
     async def _open_pool(self, dsn: str) -> None:
-        options = {**_POOL_DEFAULTS, **self._pool_kwargs}
+        options = {**POOL_DEFAULTS, **self._pool_kwargs}
         kwargs = {"autocommit": True, **dict(options.pop("kwargs", None) or {})}
         try:
             probe = await psycopg.AsyncConnection.connect(dsn, **kwargs)
@@ -185,7 +212,7 @@ class AsyncProducer:
             async with self._pool.connection() as pooled:
                 yield pooled
         except (PoolTimeout, PoolClosed) as exc:
-            raise _map_pool_error(exc) from exc
+            raise map_pool_error(exc) from exc
 
     @staticmethod
     async def _value(
@@ -195,7 +222,7 @@ class AsyncProducer:
         *,
         binary: bool = False,
     ) -> Any:
-        prepare = None if conn.prepare_threshold is None or _client_side(conn) else True
+        prepare = None if conn.prepare_threshold is None or client_side(conn) else True
         try:
             async with conn.cursor(binary=binary) as cur:
                 await cur.execute(statement, params, prepare=prepare)
@@ -215,14 +242,30 @@ class AsyncProducer:
         extras: Extras | None = None,
         conn: psycopg.AsyncConnection[Any] | None = None,
     ) -> int:
-        """Send one message; returns its event id (see :meth:`pgque.Producer.send`)."""
-        _check_queue(queue)
-        _check_type(type)
-        fields = _check_extras(extras)
-        text = _encode_one(self._encode, payload)
+        """Send one message; returns its event id.
+
+        Args:
+            queue: The queue.
+            payload: The message, encoded by the serializer.
+            type: The message type. Defaults to ``"default"``.
+            extras: ``(extra1, extra2, extra3, extra4)``; the trace context
+                takes extra1 if it is None, else extra4.
+            conn: Send on this connection, inside its current transaction
+                (never committed by the producer).
+
+        Raises:
+            PgqueInvalidArgument: A bad queue name, type or extras.
+            TypeError: The serializer cannot encode the payload.
+            PgqueQueueNotFound: No such queue.
+            PgqueConnectionError: No usable connection.
+        """
+        check_queue(queue)
+        check_type(type)
+        fields = check_extras(extras)
+        text = encode_one(self._encode, payload)
         with self._telemetry.operation("send", queue, kind=SpanKind.PRODUCER, sent=1) as op:
             fields = tracing.trace_fields(fields, tracing.current_carrier())
-            statement, params = _single_statement(queue, type, text, fields)
+            statement, params = single_statement(queue, type, text, fields)
             async with self._connection(conn) as c:
                 event_id = int(await self._value(c, statement, params))
             op.set_message_id(event_id)
@@ -238,14 +281,32 @@ class AsyncProducer:
         extras: Sequence[Extras | None] | None = None,
         conn: psycopg.AsyncConnection[Any] | None = None,
     ) -> list[int]:
-        """Send many messages in one statement; ids in input order (see
-        :meth:`pgque.Producer.send_batch`)."""
-        _check_queue(queue)
-        _check_type(type)
-        texts = _encode_many(self._encode, payloads)
+        """Send many messages in one statement; returns their event ids in input order.
+
+        All or none are sent. An empty ``payloads`` sends nothing and returns ``[]``.
+
+        Args:
+            queue: The queue.
+            payloads: The messages (a list, or any iterable).
+            type: The type of every message without one in ``types``.
+                Defaults to ``"default"``.
+            types: One type per payload (None: ``type``), or None.
+            extras: One entry per payload, each a 4-tuple ``(extra1, ...,
+                extra4)`` or None; or None for none at all.
+            conn: Send on this connection, inside its current transaction.
+
+        Raises:
+            PgqueInvalidArgument: A bad queue name or type, or ``types`` /
+                ``extras`` of the wrong length or shape.
+            TypeError: A payload the serializer cannot encode (the message
+                says which), or ``payloads`` is not a sequence.
+        """
+        check_queue(queue)
+        check_type(type)
+        texts = encode_many(self._encode, payloads)
         n = len(texts)
-        checked_types = _check_types(types, n, type)
-        columns = _extras_columns(extras, n)
+        checked_types = check_types(types, n, type)
+        columns = extras_columns(extras, n)
         if n == 0:
             return []
         return await self._send_encoded(queue, type, texts, checked_types, columns, conn)
@@ -268,17 +329,17 @@ class AsyncProducer:
                 links=creation.links if creation is not None else None,
             ):  # fmt: skip
                 if creation is not None:
-                    columns = _place_carriers(columns, creation.carriers, n)
+                    columns = place_carriers(columns, creation.carriers, n)
                 else:
                     carrier = tracing.current_carrier()
                     if carrier is not None:
-                        columns = _place_carriers(columns, [carrier] * n, n)
+                        columns = place_carriers(columns, [carrier] * n, n)
                 async with self._connection(conn) as c:
-                    client_side = _client_side(c)
-                    statement, params = _batch_statement(
-                        queue, type, texts, types, columns, client_side=client_side
+                    on_client = client_side(c)
+                    statement, params = batch_statement(
+                        queue, type, texts, types, columns, client_side=on_client
                     )
-                    value = await self._value(c, statement, params, binary=not client_side)
+                    value = await self._value(c, statement, params, binary=not on_client)
                     ids = [int(i) for i in value]
         except BaseException as exc:
             if creation is not None:
@@ -298,12 +359,31 @@ class AsyncProducer:
         type: str = "default",
         conn: psycopg.AsyncConnection[Any] | None = None,
     ) -> int:
-        """Send one message for delivery at ``at`` or after ``delay`` (see
-        :meth:`pgque.Producer.send_at`)."""
-        _check_queue(queue)
-        _check_type(type)
-        statement, when = _deliver_at_statement(at, delay)
-        text = _encode_one(self._encode, payload)
+        """Send one message for delivery at a time (``at``) or after a ``delay``.
+
+        A message not yet due waits in ``pgque.delayed_events`` until the
+        ticker's maintenance moves it into the queue (as a new event), so
+        the returned number is the event id when the time has come already,
+        else the delayed message's id. ``delay`` is added to the server's
+        clock, ``at`` must be timezone-aware. Delayed messages carry no trace
+        context (``pgque.send_at`` takes no extra fields).
+
+        Args:
+            queue: The queue.
+            payload: The message, encoded by the serializer.
+            at: When to deliver (timezone-aware).
+            delay: How long from now to wait (not negative).
+            type: The message type. Defaults to ``"default"``.
+            conn: Send on this connection, inside its current transaction.
+
+        Raises:
+            PgqueInvalidArgument: Not exactly one of ``at``/``delay``, a naive
+                ``at``, a negative ``delay``, or a bad queue name or type.
+        """
+        check_queue(queue)
+        check_type(type)
+        statement, when = deliver_at_statement(at, delay)
+        text = encode_one(self._encode, payload)
         with self._telemetry.operation("send", queue, kind=SpanKind.PRODUCER, sent=1) as op:
             async with self._connection(conn) as c:
                 ident = int(await self._value(c, statement, (queue, type, text, when)))
@@ -317,15 +397,22 @@ class AsyncProducer:
         type: str = "default",
         conn: psycopg.AsyncConnection[Any] | None = None,
     ) -> AsyncProducerBatch:
-        """Collect messages in an ``async with`` block; sent at its end as one batch.
+        """Collect messages in an ``async with`` block and send them at its end as one batch.
 
-        Nothing is sent if the block raises; ``batch.send()`` is a plain call::
+        Nothing is sent if the block raises; ``batch.send()`` is a plain call.
+        After the block ``batch.ids`` holds the event ids::
 
             async with producer.batch("orders") as batch:
-                batch.send({"id": 1})
+                for order in orders:
+                    batch.send(order, type="order.created")
             print(batch.ids)
+
+        Args:
+            queue: The queue.
+            type: The type of messages sent without one. Defaults to ``"default"``.
+            conn: Send on this connection, inside its current transaction.
         """
-        return AsyncProducerBatch(self, _check_queue(queue), _check_type(type), conn)
+        return AsyncProducerBatch(self, check_queue(queue), check_type(type), conn)
 
 
 class AsyncProducerBatch:
@@ -343,10 +430,16 @@ class AsyncProducerBatch:
         self.conn = conn
         #: The event ids, in the order of the :meth:`send` calls, once sent.
         self.ids: list[int] = []
-        self._pending = _Pending(producer._encode, type)
+        self._pending = Pending(producer._encode, type)
 
     def send(self, payload: Any, *, type: str | None = None, extras: Extras | None = None) -> None:
-        """Add a message (encoded now, so a bad payload raises here)."""
+        """Add a message (encoded now, so a bad payload raises here).
+
+        Args:
+            payload: The message.
+            type: Its type. Defaults to the batch's.
+            extras: ``(extra1, extra2, extra3, extra4)``, or None.
+        """
         self._pending.add(payload, type, extras)
 
     def __len__(self) -> int:
