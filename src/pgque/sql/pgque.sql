@@ -34,7 +34,7 @@ begin
     foreach v_role in array array['pgque_reader', 'pgque_writer', 'pgque_admin'] loop
         if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
             begin
-                execute format('create role %I nologin', v_role);
+                execute pg_catalog.format('create role %I nologin', v_role);
             exception when duplicate_object or unique_violation then
                 null;
             end;
@@ -45,7 +45,7 @@ begin
     foreach v_role in array array['pgque_reader', 'pgque_writer'] loop
         if not pg_catalog.pg_has_role('pgque_admin', v_role, 'member') then
             begin
-                execute format('grant %I to pgque_admin', v_role);
+                execute pg_catalog.format('grant %I to pgque_admin', v_role);
             exception when duplicate_object or unique_violation then
                 null;
             end;
@@ -318,7 +318,7 @@ begin
              where attrelid = ('pgque.' || v_fix.table_name)::regclass
                and attname = v_fix.column_name and not attisdropped)
         then
-            execute format('alter table pgque.%I add column %I %s',
+            execute pg_catalog.format('alter table pgque.%I add column %I %s',
                            v_fix.table_name, v_fix.column_name, v_fix.definition);
             v_fixes := v_fixes + 1;
         end if;
@@ -603,7 +603,7 @@ begin
     -- Event tables are emptied by TRUNCATE, never by DELETE: pack them and
     -- keep autovacuum away.
     for i in 0 .. q.queue_ntables - 1 loop
-        execute format(
+        execute pg_catalog.format(
             'alter table %s set (fillfactor = 100, autovacuum_enabled = off, toast.autovacuum_enabled = off)',
             pgque._queue_relation(q, i::text));
     end loop;
@@ -629,15 +629,15 @@ begin
     end if;
     for i in -1 .. q.queue_ntables - 1 loop
         v_table := pgque._queue_relation(q, case when i < 0 then 'data' else i::text end);
-        execute format('revoke all on %s from public, pgque_reader, pgque_writer, pgque_admin',
+        execute pg_catalog.format('revoke all on %s from public, pgque_reader, pgque_writer, pgque_admin',
                        v_table);
-        execute format('grant select on %s to pgque_reader, pgque_admin', v_table);
+        execute pg_catalog.format('grant select on %s to pgque_reader, pgque_admin', v_table);
     end loop;
     foreach v_table in array array[pgque._queue_relation(q, 'event_seq')::text,
                                    pgque._queue_relation(q, 'tick_seq')::text] loop
-        execute format('revoke all on sequence %s from public, pgque_reader, pgque_writer, pgque_admin',
+        execute pg_catalog.format('revoke all on sequence %s from public, pgque_reader, pgque_writer, pgque_admin',
                        v_table);
-        execute format('grant select on sequence %s to pgque_reader, pgque_admin', v_table);
+        execute pg_catalog.format('grant select on sequence %s to pgque_reader, pgque_admin', v_table);
     end loop;
     return 1;
 end
@@ -669,21 +669,21 @@ begin
         return 0;
     end if;
 
-    execute format('create sequence pgque.%I', v_base || '_id_seq');
-    execute format('create sequence pgque.%I', v_base || '_tick_seq');
-    execute format('create table pgque.%I () inherits (pgque.event_template)', v_base);
+    execute pg_catalog.format('create sequence pgque.%I', v_base || '_id_seq');
+    execute pg_catalog.format('create sequence pgque.%I', v_base || '_tick_seq');
+    execute pg_catalog.format('create table pgque.%I () inherits (pgque.event_template)', v_base);
     for i in 0 .. 2 loop
-        execute format('create table pgque.%I () inherits (pgque.%I)', v_base || '_' || i, v_base);
-        execute format('alter table pgque.%I alter column ev_id set default nextval(%L)',
+        execute pg_catalog.format('create table pgque.%I () inherits (pgque.%I)', v_base || '_' || i, v_base);
+        execute pg_catalog.format('alter table pgque.%I alter column ev_id set default pg_catalog.nextval(%L)',
                        v_base || '_' || i, 'pgque.' || v_base || '_id_seq');
-        execute format('create index %I on pgque.%I (ev_txid)',
+        execute pg_catalog.format('create index %I on pgque.%I (ev_txid)',
                        v_base || '_' || i || '_txid_idx', v_base || '_' || i);
     end loop;
 
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
     perform pgque._rebuild_insert_router();
-    perform pgque.log_event('info', 'queue', 'created', jsonb_build_object('queue', i_queue_name));
+    perform pgque.log_event('info', 'queue', 'created', pg_catalog.jsonb_build_object('queue', i_queue_name));
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
     return 1;
@@ -796,17 +796,17 @@ begin
     -- Quietly: DROP ... CASCADE would report each child table as a NOTICE.
     v_messages := pg_catalog.current_setting('client_min_messages');
     perform pg_catalog.set_config('client_min_messages', 'warning', true);
-    execute format('drop table %s cascade', pgque._queue_relation(q, 'data'));
+    execute pg_catalog.format('drop table %s cascade', pgque._queue_relation(q, 'data'));
     perform pg_catalog.set_config('client_min_messages', v_messages, true);
     delete from pgque.retry_queue where ev_queue = q.queue_id;
     delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;
-    execute format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
+    execute pg_catalog.format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
                    pgque._queue_relation(q, 'tick_seq'));
     delete from pgque.queue where queue_id = q.queue_id;
     perform pgque._rebuild_insert_router();
     perform pgque.log_event('info', 'queue', 'dropped',
-                            jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
+                            pg_catalog.jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
     return 1;
 end
 $$;
@@ -971,7 +971,7 @@ begin
     -- callers are definer functions with search_path pinned.
     execute 'insert into ' || pgque.quote_fqname(i_table_name)
          || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' select id, now(), coalesce(t, $4), p, e1, e2, e3, e4'
+         || ' select id, pg_catalog.now(), coalesce(t, $4), p, e1, e2, e3, e4'
          || ' from unnest($1, $2, $3, $5, $6, $7, $8) as b(id, p, t, e1, e2, e3, e4)'
       using i_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4;
 end
@@ -1098,7 +1098,7 @@ $router$
 $ddl$, pgque._router_code(v_queues,
         'insert into %s (ev_id, ev_time, ev_type, ev_data,'
         ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' select id, now(), coalesce(t, i_type), p, e1, e2, e3, e4'
+        ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
         ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
         ' as b(id, p, t, e1, e2, e3, e4);'));
 end
@@ -1142,7 +1142,7 @@ begin
     end if;
 
     perform pgque._insert_routed(
-        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, now()),
+        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
     return coalesce(i_ev_id, v_seq_id);
@@ -1172,7 +1172,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
 $$;
 comment on function pgque.insert_event(text, text, text, text, text, text, text) is
@@ -1184,7 +1184,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
 $$;
 comment on function pgque.insert_event(text, text, text) is
@@ -1285,10 +1285,10 @@ begin
         end if;
         if not i_always then
             v_new := v_seq - v_last.tick_event_seq;
-            v_lag := now() - v_last.tick_time;
+            v_lag := pg_catalog.now() - v_last.tick_time;
             if v_new < 0 then
                 perform pgque.log_event('warning', 'ticker', 'event sequence below the last tick',
-                    jsonb_build_object('queue', q.queue_name, 'sequence', v_seq,
+                    pg_catalog.jsonb_build_object('queue', q.queue_name, 'sequence', v_seq,
                                        'tick_event_seq', v_last.tick_event_seq));
             end if;
             if v_new > 0 then
@@ -1609,7 +1609,7 @@ begin
             -- Repositioning drops the open batch, if any.
             update pgque.subscription
                set sub_last_tick = x_tick_pos, sub_batch = null, sub_next_tick = null,
-                   sub_active = now()
+                   sub_active = pg_catalog.now()
              where sub_queue = v_queue_id and sub_consumer = v_co_id;
         end if;
         return 0;
@@ -1628,7 +1628,7 @@ begin
 
     insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
     values (v_queue_id, v_co_id, v_tick_id);
-    perform pgque.log_event('info', 'consumer', 'registered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'registered', pg_catalog.jsonb_build_object(
         'queue', x_queue_name, 'consumer', x_consumer_name, 'tick', v_tick_id));
     return 1;
 end
@@ -1682,7 +1682,7 @@ begin
     delete from pgque.consumer c
      where c.co_id = v_sub.sub_consumer
        and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
-    perform pgque.log_event('info', 'consumer', 'unregistered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'unregistered', pg_catalog.jsonb_build_object(
         'queue', x_queue_name, 'consumer', x_consumer_name));
     return 1;
 end
@@ -1826,7 +1826,7 @@ begin
     end if;
 
     if v_next.tick_id is null
-       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+       or (i_min_lag is not null and v_next.tick_time > pg_catalog.now() - i_min_lag) then
         prev_tick_id := null;
         prev_tick_time := null;
         prev_tick_event_seq := null;
@@ -1838,7 +1838,7 @@ begin
     cur_tick_time := v_next.tick_time;
     cur_tick_event_seq := v_next.tick_event_seq;
     update pgque.subscription
-       set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = now()
+       set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = pg_catalog.now()
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
 $$ language plpgsql
@@ -1909,7 +1909,7 @@ begin
 
     -- The member's open batch again; the call doubles as a heartbeat.
     if v_member.sub_batch is not null then
-        update pgque.subscription set sub_active = now()
+        update pgque.subscription set sub_active = pg_catalog.now()
          where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
         batch_id := v_member.sub_batch;
         prev_tick_id := v_member.sub_last_tick;
@@ -1936,7 +1936,7 @@ begin
           from pgque.subscription s
          where s.sub_queue = v_member.sub_queue and s.sub_id = v_member.sub_id
            and s.sub_role = 'coop_member' and s.sub_batch is not null
-           and now() - s.sub_active > i_dead_interval  -- no overflow for any interval
+           and pg_catalog.now() - s.sub_active > i_dead_interval  -- no overflow for any interval
          order by s.sub_active
          limit 1
            for no key update skip locked;
@@ -1949,9 +1949,9 @@ begin
             next_tick_id := v_dead.sub_next_tick;
             update pgque.subscription
                set sub_batch = batch_id, sub_last_tick = prev_tick_id,
-                   sub_next_tick = next_tick_id, sub_active = now()
+                   sub_next_tick = next_tick_id, sub_active = pg_catalog.now()
              where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
-            perform pgque.log_event('warning', 'consumer', 'batch taken over', jsonb_build_object(
+            perform pgque.log_event('warning', 'consumer', 'batch taken over', pg_catalog.jsonb_build_object(
                 'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer,
                 'batch', batch_id, 'old_batch', v_dead.sub_batch));
             return;
@@ -1968,7 +1968,7 @@ begin
                                       v_main.tick_event_seq, i_min_count, i_min_interval) h;
     end if;
     if v_next.tick_id is null
-       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+       or (i_min_lag is not null and v_next.tick_time > pg_catalog.now() - i_min_lag) then
         return;
     end if;
 
@@ -1977,9 +1977,9 @@ begin
     next_tick_id := v_next.tick_id;
     update pgque.subscription
        set sub_batch = batch_id, sub_last_tick = prev_tick_id, sub_next_tick = next_tick_id,
-           sub_active = now()
+           sub_active = pg_catalog.now()
      where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
-    update pgque.subscription set sub_last_tick = next_tick_id, sub_active = now()
+    update pgque.subscription set sub_last_tick = next_tick_id, sub_active = pg_catalog.now()
      where sub_queue = v_member.sub_queue and sub_consumer = v_main.sub_consumer;
 end
 $$;
@@ -2048,6 +2048,62 @@ $$;
 comment on function pgque.batch_event_tables(bigint) is
     'The event tables the batch''s events can be in.';
 
+-- Internal: the SQL selecting the events of queue i_queue whose transaction is
+-- visible in snapshot i_s2 and not in i_s1 (the events between two ticks),
+-- unordered, with i_filter (SQL starting with ' and ') added to each part.
+-- The one builder of a tick range's query: batch_event_sql (batches) and
+-- spark_range_sql (the Spark reader) differ only in their filter.
+create or replace function pgque._tick_range_sql(
+    i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_filter text)
+returns text
+language plpgsql stable
+as $$
+declare
+    v_lower bigint := pg_catalog.pg_snapshot_xmax(i_s1)::text::bigint;
+    v_xid bigint;
+    v_in_list bigint[] := '{}';
+    v_parts text[] := '{}';
+    v_table text;
+    -- The event columns, written once: get_batch_events' result, PgQ's order.
+    v_columns constant text :=
+        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+begin
+    -- Membership: visible in s2, not visible in s1. Such txids are either
+    -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
+    -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
+    -- exactly. Txids of (b) close below the range's lower bound are folded
+    -- into the range (which re-checks visibility), keeping the list short.
+    for v_xid in
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s1) x
+        except
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s2) x
+        order by 1 desc
+    loop
+        if v_xid >= v_lower - 100 then
+            v_lower := v_xid;
+        else
+            v_in_list := v_in_list || v_xid;
+        end if;
+    end loop;
+
+    foreach v_table in array pgque._batch_tables(i_queue, i_s1, i_s2) loop
+        v_parts := v_parts || pg_catalog.format(
+            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
+            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
+            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
+            v_columns, pgque.quote_fqname(v_table), v_lower,
+            pg_catalog.pg_snapshot_xmax(i_s2), i_s2, i_s1, i_filter);
+        if pg_catalog.cardinality(v_in_list) > 0 then
+            v_parts := v_parts || pg_catalog.format(
+                'select %s from %s where ev_txid = any (%L::xid8[])%s',
+                v_columns, pgque.quote_fqname(v_table), v_in_list, i_filter);
+        end if;
+    end loop;
+    return pg_catalog.array_to_string(v_parts, ' union all ');
+end
+$$;
+
 create or replace function pgque.batch_event_sql(x_batch_id bigint)
 returns text
 language plpgsql stable
@@ -2055,15 +2111,6 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     b record;
-    v_lower bigint;
-    v_xid bigint;
-    v_in_list bigint[] := '{}';
-    v_filter text;
-    v_parts text[] := '{}';
-    v_table text;
-    v_columns constant text :=
-        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
 begin
     select q as queue, s.sub_id, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
       from pgque.subscription s
@@ -2074,42 +2121,11 @@ begin
     if not found then
         raise exception 'batch not found' using detail = 'pgque:batch_not_found';
     end if;
-
-    -- Membership: visible in s2, not visible in s1. Such txids are either
-    -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
-    -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
-    -- exactly. Txids of (b) close below the range's lower bound are folded
-    -- into the range (which re-checks visibility), keeping the list short.
-    v_lower := pg_catalog.pg_snapshot_xmax(b.s1)::text::bigint;
-    for v_xid in
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s1) x
-        except
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s2) x
-        order by 1 desc
-    loop
-        if v_xid >= v_lower - 100 then
-            v_lower := v_xid;
-        else
-            v_in_list := v_in_list || v_xid;
-        end if;
-    end loop;
-
-    foreach v_table in array pgque._batch_tables(b.queue, b.s1, b.s2) loop
-        v_filter := format(' and (ev_owner is null or ev_owner = %s)', b.sub_id);
-        v_parts := v_parts || format(
-            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
-            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
-            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
-            v_columns, pgque.quote_fqname(v_table), v_lower,
-            pg_catalog.pg_snapshot_xmax(b.s2), b.s2, b.s1, v_filter);
-        if pg_catalog.cardinality(v_in_list) > 0 then
-            v_parts := v_parts || format(
-                'select %s from %s where ev_txid = any (%L::xid8[])%s',
-                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
-        end if;
-    end loop;
-
-    return pg_catalog.array_to_string(v_parts, ' union all ') || ' order by 1';
+    -- The consumer's own retry copies (ev_owner) are part of its batches.
+    return pgque._tick_range_sql(
+               b.queue, b.s1, b.s2,
+               pg_catalog.format(' and (ev_owner is null or ev_owner = %s)', b.sub_id))
+        || ' order by 1';
 end
 $$;
 comment on function pgque.batch_event_sql(bigint) is
@@ -2140,7 +2156,7 @@ begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
     update pgque.subscription
-       set sub_active = now(),
+       set sub_active = pg_catalog.now(),
            sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
            sub_next_tick = null, sub_batch = null
      where sub_batch = x_batch_id and sub_role <> 'coop_main';
@@ -2169,7 +2185,7 @@ language sql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
     select q.queue_name, c.co_name, t1.tick_time, t2.tick_time,
-           t1.tick_id, t2.tick_id, now() - t2.tick_time,
+           t1.tick_id, t2.tick_id, pg_catalog.now() - t2.tick_time,
            t1.tick_event_seq, t2.tick_event_seq
       from (select 1) one
       left join pgque.subscription s on s.sub_batch = x_batch_id
@@ -2452,7 +2468,7 @@ begin
            queue_switch_step2 = null
      where queue_id = q.queue_id;
 
-    perform pgque.log_event('info', 'rotation', 'step 1', jsonb_build_object(
+    perform pgque.log_event('info', 'rotation', 'step 1', pg_catalog.jsonb_build_object(
         'queue', i_queue_name, 'table', (q.queue_cur_table + 1) % q.queue_ntables));
     -- Ticks below the previous step 2 can no longer start a batch.
     delete from pgque.tick
@@ -2766,7 +2782,7 @@ as $$
            q.queue_external_ticker, q.queue_ticker_paused,
            q.queue_ticker_max_count, q.queue_ticker_max_lag,
            q.queue_ticker_idle_period,
-           now() - last.tick_time,
+           pg_catalog.now() - last.tick_time,
            case when last.tick_time > old.tick_time then
                (last.tick_event_seq - old.tick_event_seq)::float8
                / extract(epoch from last.tick_time - old.tick_time)::float8
@@ -2812,8 +2828,8 @@ language sql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
     select q.queue_name, c.co_name,
-           now() - t.tick_time,
-           now() - s.sub_active,
+           pg_catalog.now() - t.tick_time,
+           pg_catalog.now() - s.sub_active,
            s.sub_last_tick, s.sub_batch, s.sub_next_tick,
            last.tick_event_seq - t.tick_event_seq
       from pgque.subscription s
@@ -2871,8 +2887,8 @@ begin
     if i_extra_where is not null then
         v_sql := 'select * from (' || v_sql || ') b where ' || i_extra_where || ' order by 1';
     end if;
-    execute format('declare %I no scroll cursor for %s', i_cursor_name, v_sql);
-    return query execute format('fetch %s from %I', i_quick_limit, i_cursor_name);
+    execute pg_catalog.format('declare %I no scroll cursor for %s', i_cursor_name, v_sql);
+    return query execute pg_catalog.format('fetch %s from %I', i_quick_limit, i_cursor_name);
 end
 $$;
 comment on function pgque.get_batch_cursor(bigint, text, int4, text) is
@@ -2906,7 +2922,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
 $$;
 comment on function pgque.send(text, text, text) is
@@ -2918,7 +2934,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null);
 end
 $$;
 comment on function pgque.send(text, text, jsonb) is
@@ -2930,7 +2946,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, 'default', $2, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null);
 end
 $$;
 comment on function pgque.send(text, text) is
@@ -2942,7 +2958,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, 'default', $2::text,
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text,
                                null, null, null, null);
 end
 $$;
@@ -2957,7 +2973,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
 $$;
 comment on function pgque.send(text, text, text, text, text, text, text) is
@@ -2971,7 +2987,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, $4, $5, $6, $7);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7);
 end
 $$;
 comment on function pgque.send(text, text, jsonb, text, text, text, text) is
@@ -2985,7 +3001,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload::text,
+    return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text,
                                i_partition_key, null, null, null);
 end
 $$;
@@ -2998,7 +3014,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+    return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                i_partition_key, null, null, null);
 end
 $$;
@@ -3173,8 +3189,8 @@ begin
         raise exception 'send_at: deliver_at must be a finite time, got % (queue %)',
             i_deliver_at, i_queue using detail = 'pgque:invalid_argument';
     end if;
-    if i_deliver_at <= now() then
-        return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+    if i_deliver_at <= pg_catalog.now() then
+        return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                    null, null, null, null);
     end if;
     perform 1 from pgque.queue where queue_name = i_queue;
@@ -3244,7 +3260,7 @@ begin
              || '  where d.de_id = due.de_id returning d.*)'
              || ' insert into ' || pgque.quote_fqname(q.cur_table)
              || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-             || ' select pg_catalog.nextval($2::regclass), now(), de_type, de_data,'
+             || ' select pg_catalog.nextval($2::regclass), pg_catalog.now(), de_type, de_data,'
              || '  de_extra1, de_extra2, de_extra3, de_extra4'
              || ' from (select * from moved order by de_deliver_at, de_id) m'
           using q.queue_name, q.queue_event_seq;
@@ -3315,8 +3331,10 @@ comment on function pgque.unsubscribe(text, text) is
     'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
 
 -- Internal: the first i_limit messages of an open batch (all when NULL),
--- leaving out events older than the queue's event_ttl.
-create or replace function pgque._batch_messages(i_batch_id bigint, i_limit integer)
+-- leaving out events older than the queue's event_ttl and, with a slot
+-- count i_n, those whose partition key does not hash to slot i_slot.
+create or replace function pgque._batch_messages(
+    i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
 returns setof pgque.message
 language plpgsql
 as $$
@@ -3326,15 +3344,55 @@ begin
     select q.queue_event_ttl into v_ttl
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
      where s.sub_batch = i_batch_id;
-    -- Without a TTL the limit goes inside, onto the batch query's own order.
+    -- Without a filter the limit goes inside, onto the batch query's own order.
     return query execute
         'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
         || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
         || ' from (' || pgque.batch_event_sql(i_batch_id)
-        || case when v_ttl is null then ' limit $3' else '' end || ') b'
-        || ' where $2 is null or b.ev_time >= now() - $2'
+        || case when v_ttl is null and i_n is null then ' limit $3' else '' end || ') b'
+        || ' where ($2 is null or b.ev_time >= pg_catalog.now() - $2)'
+        || ' and ($5 is null or pgque._partition_slot(b.ev_extra1, $5) = $4)'
         || ' order by b.ev_id limit $3'
-      using i_batch_id, v_ttl, i_limit;
+      using i_batch_id, v_ttl, i_limit, i_slot, i_n;
+end
+$$;
+
+-- Internal: the body of receive, receive_coop and receive_partitioned. Opens
+-- the consumer's next batch (or takes its open one: the subconsumer's with
+-- i_subconsumer, see the cooperative next_batch_custom) and returns up to
+-- i_max of its messages (of slot i_slot of i_n only, with i_n). A batch
+-- with nothing to return is an empty window: there is nothing to ack, so it
+-- is finished here and the next one looked at, up to 100 per call.
+create or replace function pgque._receive(
+    i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval,
+    i_max integer, i_slot integer, i_n integer)
+returns setof pgque.message
+language plpgsql
+as $$
+declare
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    loop
+        if i_subconsumer is null then
+            v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+        else
+            v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer,
+                                                   null, null, null, i_dead_interval)).batch_id;
+        end if;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query select * from pgque._batch_messages(v_batch_id, i_max, i_slot, i_n);
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
 end
 $$;
 
@@ -3344,10 +3402,6 @@ returns setof pgque.message
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_batch_id bigint;
-    v_returned bigint;
-    v_windows integer := 0;
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive: max_return must be >= 1, got %',
@@ -3365,22 +3419,8 @@ begin
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
     end if;
-    loop
-        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
-        if v_batch_id is null then
-            return;
-        end if;
-        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
-        get diagnostics v_returned = row_count;
-        if v_returned > 0 then
-            return;
-        end if;
-        -- An empty window: nothing to ack, so finish it here and look at
-        -- the next one (a bounded number per call).
-        perform pgque.finish_batch(v_batch_id);
-        v_windows := v_windows + 1;
-        exit when v_windows >= 100;
-    end loop;
+    return query select * from pgque._receive(i_queue, i_consumer, null, null, i_max_return,
+                                              null, null);
 end
 $$;
 comment on function pgque.receive(text, text, integer) is
@@ -3445,7 +3485,7 @@ begin
             i_event.ev_extra1, i_event.ev_extra2, i_event.ev_extra3, i_event.ev_extra4)
     on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
     if found then
-        perform pgque.log_event('warning', 'dlq', 'dead-lettered', jsonb_build_object(
+        perform pgque.log_event('warning', 'dlq', 'dead-lettered', pg_catalog.jsonb_build_object(
             'batch', i_batch_id, 'ev_id', i_event.ev_id, 'reason', i_reason));
     end if;
     return 1;
@@ -3607,7 +3647,7 @@ declare
     v_ev_id bigint;
 begin
     select queue_name into v_queue_name from pgque.queue where queue_id = i_dl.dl_queue_id;
-    v_ev_id := pgque._insert_event(v_queue_name, null, now(), null, null,
+    v_ev_id := pgque._insert_event(v_queue_name, null, pg_catalog.now(), null, null,
                                    i_dl.ev_type, i_dl.ev_data,
                                    i_dl.ev_extra1, i_dl.ev_extra2, i_dl.ev_extra3, i_dl.ev_extra4);
     delete from pgque.dead_letter where dl_id = i_dl.dl_id;
@@ -3692,7 +3732,7 @@ begin
     end if;
     -- An age beyond the calendar (timestamptz starts in 4713 BC) purges nothing.
     v_cutoff := case when i_older_than >= interval '6000 years' then '-infinity'::timestamptz
-                     else now() - i_older_than end;
+                     else pg_catalog.now() - i_older_than end;
     delete from pgque.dead_letter d
      using pgque.queue q
      where q.queue_id = d.dl_queue_id and q.queue_name = i_queue_name
@@ -3807,7 +3847,7 @@ begin
     select co_id into v_co_id from pgque.consumer where co_name = v_member_name for update;
     insert into pgque.subscription (sub_id, sub_queue, sub_consumer, sub_last_tick, sub_role)
     values (v_main.sub_id, v_main.sub_queue, v_co_id, null, 'coop_member');
-    perform pgque.log_event('info', 'consumer', 'subconsumer registered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'subconsumer registered', pg_catalog.jsonb_build_object(
         'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer));
     return 1;
 end
@@ -3828,7 +3868,9 @@ $$;
 comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
     'Alias of register_subconsumer.';
 
--- Internal: the nack policy for every event of an open batch at once.
+-- Internal: the nack policy for every event of an open batch at once:
+-- dead-letters those retried max_retries times, queues the others for a
+-- retry after i_retry_after. Returns the number dead-lettered.
 create or replace function pgque._nack_batch(i_batch_id bigint, i_retry_after interval, i_reason text)
 returns integer
 language plpgsql
@@ -3836,28 +3878,21 @@ as $$
 declare
     v_max_retries integer;
     v_event pgque.event_template;
+    v_retry bigint[] := '{}';
     v_count integer := 0;
 begin
     select coalesce(q.queue_max_retries, 5) into v_max_retries
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
      where s.sub_batch = i_batch_id;
-    for v_event in
-        select * from pgque._batch_events_by_id(i_batch_id, null)
-         where coalesce(ev_retry, 0) >= v_max_retries
-    loop
-        perform pgque._dead_letter(i_batch_id, v_event, i_reason);
-        v_count := v_count + 1;
+    for v_event in select * from pgque._batch_events_by_id(i_batch_id, null) loop
+        if coalesce(v_event.ev_retry, 0) >= v_max_retries then
+            perform pgque._dead_letter(i_batch_id, v_event, i_reason);
+            v_count := v_count + 1;
+        else
+            v_retry := v_retry || v_event.ev_id;
+        end if;
     end loop;
-    insert into pgque.retry_queue
-        (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,
-         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
-    select current_timestamp + i_retry_after, s.sub_queue, e.ev_id, e.ev_time, null, s.sub_id,
-           coalesce(e.ev_retry, 0) + 1, e.ev_type, e.ev_data,
-           e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
-      from pgque._batch_events_by_id(i_batch_id, null) e
-      join pgque.subscription s on s.sub_batch = i_batch_id
-     where coalesce(e.ev_retry, 0) < v_max_retries
-    on conflict (ev_owner, ev_id) do nothing;
+    perform pgque._retry_batch_events(i_batch_id, v_retry, current_timestamp + i_retry_after);
     return v_count;
 end
 $$;
@@ -3906,7 +3941,7 @@ begin
        and not exists (select 1 from pgque.subscription s
                         where s.sub_queue = m.sub_queue and s.sub_id = m.sub_id
                           and s.sub_role = 'coop_member');
-    perform pgque.log_event('info', 'consumer', 'subconsumer unregistered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'subconsumer unregistered', pg_catalog.jsonb_build_object(
         'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer));
     return 1;
 end
@@ -3935,7 +3970,7 @@ as $$
 declare
     v_count integer;
 begin
-    update pgque.subscription s set sub_active = now()
+    update pgque.subscription s set sub_active = pg_catalog.now()
       from pgque.queue q, pgque.consumer c
      where q.queue_id = s.sub_queue and c.co_id = s.sub_consumer
        and q.queue_name = i_queue
@@ -3955,31 +3990,14 @@ returns setof pgque.message
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_batch_id bigint;
-    v_returned bigint;
-    v_windows integer := 0;
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive_coop: max_return must be >= 1, got %',
             coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     perform pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, false);
-    loop
-        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
-                                               i_dead_interval)).batch_id;
-        if v_batch_id is null then
-            return;
-        end if;
-        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
-        get diagnostics v_returned = row_count;
-        if v_returned > 0 then
-            return;
-        end if;
-        perform pgque.finish_batch(v_batch_id);
-        v_windows := v_windows + 1;
-        exit when v_windows >= 100;
-    end loop;
+    return query select * from pgque._receive(i_queue, i_consumer, i_subconsumer, i_dead_interval,
+                                              i_max_return, null, null);
 end
 $$;
 comment on function pgque.receive_coop(text, text, text, integer, interval) is
@@ -4052,10 +4070,10 @@ begin
 
     v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
     insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
-    values (q.queue_id, v_key, v_id, now() + i_ttl)
+    values (q.queue_id, v_key, v_id, pg_catalog.now() + i_ttl)
     on conflict (queue_id, idem_key) do update
        set event_id = excluded.event_id, expires_at = excluded.expires_at
-     where i.expires_at <= now()
+     where i.expires_at <= pg_catalog.now()
     returning i.event_id into v_claimed;
 
     if v_claimed is null then
@@ -4065,7 +4083,7 @@ begin
         deduped := true;
         return;
     end if;
-    event_id := pgque._insert_event(i_queue, v_id, now(), null, null, i_type, i_payload,
+    event_id := pgque._insert_event(i_queue, v_id, pg_catalog.now(), null, null, i_type, i_payload,
                                     i_partition_key, i_idem_key, null, null);
     deduped := false;
 end
@@ -4114,7 +4132,7 @@ begin
      where ctid = any (array(
          select i.ctid from pgque.idem i join pgque.queue q on q.queue_id = i.queue_id
           where (i_queue_name is null or q.queue_name = i_queue_name)
-            and i.expires_at <= now()
+            and i.expires_at <= pg_catalog.now()
           limit 10000
             for update of i skip locked));
     get diagnostics v_deleted = row_count;
@@ -4218,7 +4236,7 @@ begin
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
        for no key update;
     if v_lease.lease_owner is null
-       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= now()) then
+       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= pg_catalog.now()) then
         raise exception 'slot % of consumer % on queue % is not leased; call pgque.claim_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:not_leased';
     end if;
@@ -4227,7 +4245,7 @@ begin
             i_slot, i_consumer, i_queue, v_lease.lease_owner, coalesce(i_worker, 'NULL')
             using detail = 'pgque:fenced';
     end if;
-    update pgque.partition_slot set lease_until = now() + lease_ttl
+    update pgque.partition_slot set lease_until = pg_catalog.now() + lease_ttl
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_queue_id;
 end
@@ -4327,19 +4345,19 @@ begin
         raise exception 'slot % of consumer % on queue % is not subscribed; call pgque.subscribe_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:consumer_not_found';
     end if;
-    if v_lease.lease_owner = i_worker and v_lease.lease_until > now() then
+    if v_lease.lease_owner = i_worker and v_lease.lease_until > pg_catalog.now() then
         -- The holder renews: same epoch.
-        update pgque.partition_slot set lease_until = now() + i_ttl, lease_ttl = i_ttl
+        update pgque.partition_slot set lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl
          where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
         return v_lease.epoch;
     end if;
-    if v_lease.lease_owner is not null and v_lease.lease_until > now() then
+    if v_lease.lease_owner is not null and v_lease.lease_until > pg_catalog.now() then
         raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
             i_slot, i_consumer, i_queue, v_lease.lease_owner, i_worker using detail = 'pgque:fenced';
     end if;
     -- A free or expired lease: a new holder, a new epoch.
     update pgque.partition_slot
-       set lease_owner = i_worker, lease_until = now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
+       set lease_owner = i_worker, lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_lease.epoch + 1;
 end
@@ -4371,35 +4389,15 @@ returns setof pgque.message
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_name text := pgque._slot_consumer(i_consumer, i_slot, i_n);
-    v_batch_id bigint;
-    v_returned bigint;
-    v_windows integer := 0;
 begin
     if i_max is null or i_max < 1 then
         raise exception 'pgque.receive_partitioned: max must be >= 1, got %',
             coalesce(i_max::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     perform pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
-    loop
-        v_batch_id := (pgque.next_batch_custom(i_queue, v_name, null, null, null)).batch_id;
-        if v_batch_id is null then
-            return;
-        end if;
-        return query
-            select m.* from pgque._batch_messages(v_batch_id, null) m
-             where pgque._partition_slot(m.extra1, i_n) = i_slot
-             order by m.msg_id limit i_max;
-        get diagnostics v_returned = row_count;
-        if v_returned > 0 then
-            return;
-        end if;
-        -- Nothing of this slot in the batch: finish it here.
-        perform pgque.finish_batch(v_batch_id);
-        v_windows := v_windows + 1;
-        exit when v_windows >= 100;
-    end loop;
+    -- A batch with nothing of this slot is finished there.
+    return query select * from pgque._receive(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n),
+                                              null, null, i_max, i_slot, i_n);
 end
 $$;
 comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is
@@ -4681,7 +4679,7 @@ begin
      where tick_period_ms is distinct from p_period_ms;
     if found then
         perform pgque.log_event('info', 'lifecycle', 'tick period changed',
-                                jsonb_build_object('tick_period_ms', p_period_ms));
+                                pg_catalog.jsonb_build_object('tick_period_ms', p_period_ms));
     end if;
     return p_period_ms;
 end
@@ -4809,7 +4807,7 @@ begin
     update pgque.config set ticker_job_id = null, maint_job_id = null, scheduler = null
      where ticker_job_id is not null or maint_job_id is not null or scheduler is not null;
     if found or pg_catalog.cardinality(v_jobids) > 0 then
-        perform pgque.log_event('info', 'lifecycle', 'stopped', jsonb_build_object(
+        perform pgque.log_event('info', 'lifecycle', 'stopped', pg_catalog.jsonb_build_object(
             'scheduler', v_scheduler, 'pg_cron_jobs_removed', v_jobids));
     end if;
 end
@@ -4857,7 +4855,7 @@ begin
         else
             v_id := cron.schedule(v_job.job_name, v_job.schedule, v_job.command);
         end if;
-        v_ids := v_ids || jsonb_build_object(v_job.job_name, v_id);
+        v_ids := v_ids || pg_catalog.jsonb_build_object(v_job.job_name, v_id);
     end loop;
 
     update pgque.config
@@ -4878,7 +4876,7 @@ begin
             v_version
             using hint = 'Set cron.use_background_workers = off (pg_cron connects through cron.host, e.g. the socket directory) or use pg_cron 1.5 or later.';
     end if;
-    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+    perform pgque.log_event('info', 'lifecycle', 'started', pg_catalog.jsonb_build_object(
         'scheduler', 'pg_cron', 'pg_cron_version', v_version, 'jobs', v_ids,
         'tick_period_ms', v_period));
 end
@@ -4910,7 +4908,7 @@ begin
     if not found then
         return false;
     end if;
-    if (select count(distinct p.proname) from pg_catalog.pg_proc p
+    if (select pg_catalog.count(distinct p.proname) from pg_catalog.pg_proc p
          where p.pronamespace = v_schema and p.proname = any (v_api))
        < pg_catalog.cardinality(v_api) then
         return false;
@@ -4997,7 +4995,7 @@ begin
             ('pgque_vacuum', '@every 30 seconds', v_vacuum)
         ) as j(job_name, schedule, command)
     loop
-        v_ids := v_ids || jsonb_build_object(v_job.job_name, timetable.add_job(
+        v_ids := v_ids || pg_catalog.jsonb_build_object(v_job.job_name, timetable.add_job(
             job_name => v_job.job_name, job_schedule => v_job.schedule,
             job_command => v_job.command, job_max_instances => 1));
     end loop;
@@ -5009,7 +5007,7 @@ begin
     raise notice 'pgque started with pg_timetable: ticker=% (% ticks/sec), retry_events=%, maint=%, rotate_step2=%, vacuum=%',
         v_ids ->> 'pgque_ticker', i_ticks_per_second, v_ids ->> 'pgque_retry_events',
         v_ids ->> 'pgque_maint', v_ids ->> 'pgque_rotate_step2', v_ids ->> 'pgque_vacuum';
-    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+    perform pgque.log_event('info', 'lifecycle', 'started', pg_catalog.jsonb_build_object(
         'scheduler', 'pg_timetable', 'jobs', v_ids, 'tick_period_ms', 1000 / i_ticks_per_second));
 end
 $$;
@@ -5061,10 +5059,10 @@ begin
             'run pg_timetable against this database, then call pgque.start_timetable()');
     end if;
     return query
-        select 'queues', 'info', pg_catalog.format('%s queues configured', count(*))
+        select 'queues', 'info', pg_catalog.format('%s queues configured', pg_catalog.count(*))
           from pgque.queue
         union all
-        select 'consumers', 'info', pg_catalog.format('%s active subscriptions', count(*))
+        select 'consumers', 'info', pg_catalog.format('%s active subscriptions', pg_catalog.count(*))
           from pgque.subscription;
 end
 $$;
@@ -5226,13 +5224,13 @@ declare
     v_seconds numeric;
 begin
     select t.tick_time, t.tick_event_seq into v_time, v_seq from pgque.tick t
-     where t.tick_queue = i_queue_id and t.tick_time <= now() - interval '1 minute'
+     where t.tick_queue = i_queue_id and t.tick_time <= pg_catalog.now() - interval '1 minute'
      order by t.tick_id desc limit 1;
     if not found then
         select t.tick_time, t.tick_event_seq into v_time, v_seq from pgque.tick t
          where t.tick_queue = i_queue_id order by t.tick_id limit 1;
     end if;
-    v_seconds := extract(epoch from now() - v_time);
+    v_seconds := extract(epoch from pg_catalog.now() - v_time);
     if v_seconds is null or v_seconds <= 0 then
         return 0;
     end if;
@@ -5254,18 +5252,18 @@ begin
     return query
     with st as materialized (select * from pgque._consumer_state()),
     per_queue as (
-        select st.queue_id, count(*) as n, min(st.position_seq) as min_seq,
-               min(st.oldest_pending) as oldest_pending
+        select st.queue_id, pg_catalog.count(*) as n, pg_catalog.min(st.position_seq) as min_seq,
+               pg_catalog.min(st.oldest_pending) as oldest_pending
           from st group by st.queue_id)
     select q.queue_name, q.queue_id,
            case when pq.n > 0 then greatest(seq.now - pq.min_seq, 0) else 0 end::bigint,
            case when pq.n > 0
-                then now() - least(pq.oldest_pending, pgque._unticked_since(q)) end,
+                then pg_catalog.now() - least(pq.oldest_pending, pgque._unticked_since(q)) end,
            coalesce(pq.n, 0)::integer,
            pgque._event_rate(q.queue_id, seq.now),
-           q.queue_cur_table, now() - q.queue_switch_time, q.queue_rotation_period,
+           q.queue_cur_table, pg_catalog.now() - q.queue_switch_time, q.queue_rotation_period,
            q.queue_ticker_paused, newest.tick_time, newest.tick_id,
-           (select count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
+           (select pg_catalog.count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
       from pgque.queue q
       cross join lateral (select pgque._event_seq_now(q.queue_event_seq) as now) seq
       left join per_queue pq on pq.queue_id = q.queue_id
@@ -5289,7 +5287,7 @@ as $$
 begin
     return query
     select st.queue_name, st.consumer_name,
-           coalesce(now() - st.oldest_pending, interval '0'),
+           coalesce(pg_catalog.now() - st.oldest_pending, interval '0'),
            st.pending_events, st.last_active, st.batch_id is not null, st.batch_id
       from pgque._consumer_state() st
      order by st.queue_name, st.consumer_name;
@@ -5350,17 +5348,17 @@ begin
     if v_job_id is null then
         -- Work maint() does that has waited more than two minutes.
         select pg_catalog.array_remove(array[
-            (select pg_catalog.format('%s retries due since %s', count(*), min(r.ev_retry_after))
+            (select pg_catalog.format('%s retries due since %s', pg_catalog.count(*), pg_catalog.min(r.ev_retry_after))
                from pgque.retry_queue r
-              where r.ev_retry_after < now() - interval '2 minutes' having count(*) > 0),
-            (select pg_catalog.format('%s delayed messages due since %s', count(*),
-                                      min(d.de_deliver_at))
+              where r.ev_retry_after < pg_catalog.now() - interval '2 minutes' having pg_catalog.count(*) > 0),
+            (select pg_catalog.format('%s delayed messages due since %s', pg_catalog.count(*),
+                                      pg_catalog.min(d.de_deliver_at))
                from pgque.delayed_events d
-              where d.de_deliver_at < now() - interval '2 minutes' having count(*) > 0),
-            (select pg_catalog.format('rotation step 2 pending on %s queues', count(*))
+              where d.de_deliver_at < pg_catalog.now() - interval '2 minutes' having pg_catalog.count(*) > 0),
+            (select pg_catalog.format('rotation step 2 pending on %s queues', pg_catalog.count(*))
                from pgque.queue q
               where q.queue_switch_step2 is null
-                and q.queue_switch_time < now() - interval '2 minutes' having count(*) > 0)],
+                and q.queue_switch_time < pg_catalog.now() - interval '2 minutes' having pg_catalog.count(*) > 0)],
             null) into v_overdue;
         if pg_catalog.cardinality(v_overdue) > 0 then
             o_status := 'warning';
@@ -5446,7 +5444,7 @@ begin
         check_name := 'ticker_running';
         select * into v_tick from pgque.tick t
          where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
-        v_age := now() - v_tick.tick_time;
+        v_age := pg_catalog.now() - v_tick.tick_time;
         if q.queue_ticker_paused then
             status := 'ok';
             detail := 'ticker paused (ticker_paused = true)';
@@ -5457,7 +5455,7 @@ begin
             status := 'critical';
             detail := 'never ticked';
         else
-            v_wait := now() - pgque._unticked_since(q);
+            v_wait := pg_catalog.now() - pgque._unticked_since(q);
             v_over := v_wait - q.queue_ticker_max_lag;
             status := case when v_over is null or v_over <= interval '10 seconds' then 'ok'
                            when v_over <= interval '60 seconds' then 'warning'
@@ -5485,7 +5483,7 @@ begin
     loop
         queue_name := c.queue_name;
         check_name := 'consumer_lag:' || c.consumer_name;
-        v_lag := coalesce(now() - c.oldest_pending, interval '0');
+        v_lag := coalesce(pg_catalog.now() - c.oldest_pending, interval '0');
         status := case when c.pending_events = 0 or c.rotation_period is null then 'ok'
                        when v_lag > c.rotation_period then 'critical'
                        when v_lag > c.rotation_period / 2 then 'warning'
@@ -5495,7 +5493,7 @@ begin
                                               c.pending_events, pgque._seconds_text(v_lag)) end
             || case when c.batch_id is null then ''
                     else pg_catalog.format('; batch %s open for %s', c.batch_id,
-                                           pgque._seconds_text(now() - c.last_active)) end;
+                                           pgque._seconds_text(pg_catalog.now() - c.last_active)) end;
         return next;
     end loop;
 
@@ -5505,7 +5503,7 @@ begin
     for q in select * from pgque.queue order by queue_name loop
         queue_name := q.queue_name;
         check_name := 'rotation_health';
-        v_age := now() - q.queue_switch_time;
+        v_age := pg_catalog.now() - q.queue_switch_time;
         if q.queue_rotation_period is null then
             status := 'ok';
             detail := 'rotation disabled (rotation_period is NULL)';
@@ -5532,7 +5530,7 @@ begin
     for q in select * from pgque.queue order by queue_name loop
         queue_name := q.queue_name;
         check_name := 'dlq_health';
-        select count(*), max(d.dl_time) into v_count, v_newest
+        select pg_catalog.count(*), pg_catalog.max(d.dl_time) into v_count, v_newest
           from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
         status := case when v_count > 0 then 'warning' else 'ok' end;
         detail := v_count || ' dead letter events'
@@ -5563,23 +5561,23 @@ begin
     with qs as materialized (select * from pgque.queue_stats()),
     cs as materialized (select * from pgque.consumer_stats())
     select 'pgque.queue.depth', 'gauge', qs.depth::numeric,
-           jsonb_build_object('queue', qs.queue_name) from qs
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs
     union all
     select 'pgque.queue.oldest_message_age_seconds', 'gauge',
            coalesce(pg_catalog.round(extract(epoch from qs.oldest_msg_age), 3), 0),
-           jsonb_build_object('queue', qs.queue_name) from qs
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs
     union all
     select 'pgque.consumer.lag_seconds', 'gauge', pg_catalog.round(extract(epoch from cs.lag), 3),
-           jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
+           pg_catalog.jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
     union all
     select 'pgque.consumer.pending_events', 'gauge', cs.pending_events::numeric,
-           jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
+           pg_catalog.jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
     union all
     select 'pgque.message.dead_lettered', 'gauge', qs.dlq_count::numeric,
-           jsonb_build_object('queue', qs.queue_name) from qs
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs
     union all
     select 'pgque.queue.throughput', 'gauge', coalesce(qs.events_per_sec, 0),
-           jsonb_build_object('queue', qs.queue_name) from qs;
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs;
 end
 $$;
 comment on function pgque.otel_metrics() is
@@ -5594,7 +5592,7 @@ create or replace function pgque._buckets(
 language plpgsql stable
 as $$
 declare
-    v_now numeric := extract(epoch from now());
+    v_now numeric := extract(epoch from pg_catalog.now());
     v_count numeric;
 begin
     if i_bucket_size is null or i_bucket_size <= interval '0' then
@@ -5643,19 +5641,19 @@ begin
     return query
     with per_bucket as (
         select pg_catalog.floor((extract(epoch from t.tick_time) - b.o_first) / b.o_size)::integer as n,
-               max(t.tick_event_seq) as seq
+               pg_catalog.max(t.tick_event_seq) as seq
           from pgque.tick t
          where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.to_timestamp(b.o_first)
          group by 1),
     running as (
         select i as n, pg_catalog.to_timestamp(b.o_first + i * b.o_size) as start_at,
-               greatest(v_base, max(pb.seq) over (order by i)) as seq_end
+               greatest(v_base, pg_catalog.max(pb.seq) over (order by i)) as seq_end
           from pg_catalog.generate_series(0, b.o_count - 1) i
           left join per_bucket pb on pb.n = i),
     counted as (
         select r.n, r.start_at,
-               greatest(r.seq_end - lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
-               extract(epoch from least(r.start_at + b.o_size * interval '1 second', now())
+               greatest(r.seq_end - pg_catalog.lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
+               extract(epoch from least(r.start_at + b.o_size * interval '1 second', pg_catalog.now())
                                   - r.start_at) as seconds
           from running r)
     select c.start_at, c.events::bigint,
@@ -5697,7 +5695,7 @@ begin
     return query execute pg_catalog.format($sql$
     with movers as (
         -- One group per moving transaction (maint_retry_events / maint).
-        select e.ev_txid as x, count(*) as n from %s e
+        select e.ev_txid as x, pg_catalog.count(*) as n from %s e
          where e.ev_txid >= $1 and e.ev_retry is not null
          group by e.ev_txid),
     merged as (
@@ -5709,26 +5707,26 @@ begin
         -- A moved event re-entered at the first tick whose snapshot xmax is
         -- above its txid (ties sort the tick first: xmax itself is not visible).
         select mg.kind, mg.n,
-               min(mg.tick_time) over (order by mg.x, mg.kind
+               pg_catalog.min(mg.tick_time) over (order by mg.x, mg.kind
                                        rows between current row and unbounded following) as at
           from merged mg),
     retried as (
-        select coalesce(p.at, now()) as at, p.n from placed p where p.kind = 1
+        select coalesce(p.at, pg_catalog.now()) as at, p.n from placed p where p.kind = 1
         union all
         -- Still waiting in retry_queue: counted at their due time.
         select r.ev_retry_after, 1 from pgque.retry_queue r
-         where r.ev_queue = $2 and r.ev_retry_after <= now()),
+         where r.ev_queue = $2 and r.ev_retry_after <= pg_catalog.now()),
     by_bucket as (
         select pg_catalog.floor((extract(epoch from r.at) - $4) / $5)::integer as n,
-               sum(r.n) as retries, 0 as dead
+               pg_catalog.sum(r.n) as retries, 0 as dead
           from retried r group by 1
         union all
-        select pg_catalog.floor((extract(epoch from d.dl_time) - $4) / $5)::integer, 0, count(*)
+        select pg_catalog.floor((extract(epoch from d.dl_time) - $4) / $5)::integer, 0, pg_catalog.count(*)
           from pgque.dead_letter d
          where d.dl_queue_id = $2 and d.dl_time >= pg_catalog.to_timestamp($4)
          group by 1)
-    select pg_catalog.to_timestamp($4 + i * $5), coalesce(sum(bb.retries), 0)::bigint,
-           coalesce(sum(bb.dead), 0)::bigint
+    select pg_catalog.to_timestamp($4 + i * $5), coalesce(pg_catalog.sum(bb.retries), 0)::bigint,
+           coalesce(pg_catalog.sum(bb.dead), 0)::bigint
       from pg_catalog.generate_series(0, $6 - 1) i
       left join by_bucket bb on bb.n = i
      group by i order by i
@@ -5750,7 +5748,7 @@ declare
 begin
     q := pgque._observed_queue('in_flight', i_queue_name);
     return query
-    select st.consumer_name, st.batch_id, now() - st.last_active, st.batch_events
+    select st.consumer_name, st.batch_id, pg_catalog.now() - st.last_active, st.batch_events
       from pgque._consumer_state() st
      where st.queue_id = q.queue_id and st.batch_id is not null
      order by st.consumer_name;
@@ -5771,11 +5769,11 @@ begin
             coalesce(i_threshold::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     return query
-    select st.queue_name, st.consumer_name, coalesce(now() - st.oldest_pending, interval '0'),
+    select st.queue_name, st.consumer_name, coalesce(pg_catalog.now() - st.oldest_pending, interval '0'),
            st.last_active
       from pgque._consumer_state() st
      where (st.pending_events > 0 or st.batch_id is not null)
-       and now() - st.last_active > i_threshold
+       and pg_catalog.now() - st.last_active > i_threshold
      order by st.queue_name, st.consumer_name;
 end
 $$;
@@ -5821,7 +5819,7 @@ begin
         raise exception 'Not subscriber to queue: %/%', q.queue_name, latency_percentiles.consumer_name
             using detail = 'pgque:consumer_not_found';
     end if;
-    v_since := now() - latency_percentiles.period;
+    v_since := pg_catalog.now() - latency_percentiles.period;
 
     -- Slices of the period between ticks (at most c_slices, evenly spread),
     -- from the newest tick at or before its start: an event whose txid lies
@@ -5833,7 +5831,7 @@ begin
       from (
           select t.tick_id, pg_catalog.pg_snapshot_xmax(t.tick_snapshot) as xmax,
                  pg_catalog.row_number() over (order by t.tick_id) as rn,
-                 count(*) over () as total
+                 pg_catalog.count(*) over () as total
             from pgque.tick t
            where t.tick_queue = q.queue_id
              and t.tick_id >= coalesce(
@@ -5854,7 +5852,7 @@ begin
         select pg_catalog.array_agg(case
                    when cov.tick_id is not null and cov.tick_id <= $6
                        then greatest(cov.tick_time - e.ev_time, interval '0')
-                   else greatest(now() - e.ev_time, interval '0') end)
+                   else greatest(pg_catalog.now() - e.ev_time, interval '0') end)
           from (select ev.ev_txid, ev.ev_time from %s ev
                  where ev.ev_txid >= $1 and ($2 is null or ev.ev_txid < $2)
                    and ev.ev_time >= $3 and ev.ev_retry is null
@@ -5999,7 +5997,7 @@ begin
          order by co.co_name
     loop
         execute pg_catalog.format(
-            'select count(*), min(ev_id) from (select ev_id from %s'
+            'select pg_catalog.count(*), pg_catalog.min(ev_id) from (select ev_id from %s'
             ' where ev_txid >= $1 and not pg_catalog.pg_visible_in_snapshot(ev_txid, $2)'
             ' and (ev_owner is null or ev_owner = $3) limit 1000) e',
             pgque.quote_fqname(q.queue_data_pfx))
@@ -6011,11 +6009,11 @@ begin
                 case when v_count >= 1000 then 'at least ' else '' end, v_count, v_first);
         end if;
     end loop;
-    select count(*) into v_count from pgque.retry_queue r where r.ev_queue = q.queue_id;
+    select pg_catalog.count(*) into v_count from pgque.retry_queue r where r.ev_queue = q.queue_id;
     if v_count > 0 then
         v_findings := v_findings || pg_catalog.format('%s events wait in retry_queue', v_count);
     end if;
-    select count(*) into v_count from pgque.delayed_events d where d.de_queue_name = q.queue_name;
+    select pg_catalog.count(*) into v_count from pgque.delayed_events d where d.de_queue_name = q.queue_name;
     if v_count > 0 then
         v_findings := v_findings || pg_catalog.format('%s delayed messages wait for delivery', v_count);
     end if;
@@ -6041,7 +6039,7 @@ declare
     v_newest pgque.dead_letter;
 begin
     q := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
-    select count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
+    select pg_catalog.count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
     if v_count > 0 then
         select d.* into v_newest from pgque.dead_letter d
          where d.dl_queue_id = q.queue_id order by d.dl_time desc, d.dl_id desc limit 1;
@@ -6075,64 +6073,6 @@ comment on function pgque.assert_dlq_empty(text) is
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
 
--- Internal: the SQL selecting the events between snapshots i_s1 and i_s2 of
--- queue q whose ev_id % i_nparts = i_part, without retry copies. Same
--- membership split as batch_event_sql (a range part checked against both
--- snapshots, plus an exact list of txids running at s1 and finished by s2)
--- and the same table choice (_batch_tables).
-create or replace function pgque._spark_range_sql(
-    q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_part integer, i_nparts integer)
-returns text
-language plpgsql stable
-as $$
-declare
-    v_lower bigint := pg_catalog.pg_snapshot_xmax(i_s1)::text::bigint;
-    v_xid bigint;
-    v_in_list bigint[] := '{}';
-    v_filter text := ' and ev_owner is null';
-    v_parts text[] := '{}';
-    v_table text;
-    v_columns constant text :=
-        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
-begin
-    if i_nparts > 1 then
-        v_filter := v_filter || pg_catalog.format(' and ev_id %% %s = %s', i_nparts, i_part);
-    end if;
-    -- Txids running at s1 and finished by s2; those just below the range's
-    -- lower bound widen the range instead of lengthening the list.
-    for v_xid in
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s1) x
-        except
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s2) x
-        order by 1 desc
-    loop
-        if v_xid >= v_lower - 100 then
-            v_lower := v_xid;
-        else
-            v_in_list := v_in_list || v_xid;
-        end if;
-    end loop;
-
-    foreach v_table in array pgque._batch_tables(q, i_s1, i_s2) loop
-        v_parts := v_parts || pg_catalog.format(
-            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
-            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
-            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
-            v_columns, pgque.quote_fqname(v_table), v_lower,
-            pg_catalog.pg_snapshot_xmax(i_s2), i_s2, i_s1, v_filter);
-        if pg_catalog.cardinality(v_in_list) > 0 then
-            v_parts := v_parts || pg_catalog.format(
-                'select %s from %s where ev_txid = any (%L::xid8[])%s',
-                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
-        end if;
-    end loop;
-    return pg_catalog.array_to_string(v_parts, ' union all ');
-end
-$$;
-comment on function pgque._spark_range_sql(pgque.queue, pg_snapshot, pg_snapshot, integer, integer) is
-    'Internal: the SQL selecting one ev_id % N partition of the events between two tick snapshots, without retry copies.';
-
 -- Internal: the queue row, or an error naming the queue.
 create or replace function pgque._spark_queue(i_queue_name text)
 returns pgque.queue
@@ -6162,7 +6102,7 @@ declare
     v_oldest bigint;
     v_latest bigint;
 begin
-    select min(tick_id), max(tick_id) into v_oldest, v_latest
+    select pg_catalog.min(tick_id), pg_catalog.max(tick_id) into v_oldest, v_latest
       from pgque.tick where tick_queue = q.queue_id;
     if v_oldest is not null and i_tick < v_oldest then
         raise exception 'queue %: tick % was rotated away (oldest retained tick is %); the events after it are no longer complete',
@@ -6190,6 +6130,7 @@ declare
     q pgque.queue;
     v_s1 pg_snapshot;
     v_s2 pg_snapshot;
+    v_filter text := ' and ev_owner is null';
 begin
     if i_from_tick is null or i_to_tick is null then
         raise exception 'spark_range_sql: the ticks must not be NULL'
@@ -6221,12 +6162,12 @@ begin
     if not found then
         perform pgque._spark_missing_tick(q, i_to_tick);
     end if;
-    if i_from_tick = i_to_tick then
-        -- An empty range: the columns, no rows.
-        return 'select ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-            || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4 from pgque.event_template where false';
+    -- Retry copies (ev_owner set) belong to the consumer that nacked them;
+    -- partitions split by ev_id. An empty range (one tick) selects nothing.
+    if i_nparts > 1 then
+        v_filter := v_filter || pg_catalog.format(' and ev_id %% %s = %s', i_nparts, i_part);
     end if;
-    return pgque._spark_range_sql(q, v_s1, v_s2, i_part, i_nparts);
+    return pgque._tick_range_sql(q, v_s1, v_s2, v_filter);
 end
 $$;
 comment on function pgque.spark_range_sql(text, bigint, bigint, integer, integer) is
@@ -6368,10 +6309,10 @@ begin
     -- The furthest tick within the limits; at least one tick when any is
     -- newer (a tick range cannot be split). Event counts come from the
     -- event sequence, an estimate.
-    select max(t.tick_id) filter (where t.n = 1 or i_max_events is null
+    select pg_catalog.max(t.tick_id) filter (where t.n = 1 or i_max_events is null
                                   or t.tick_event_seq - v_from_seq <= i_max_events)
       into v_end
-      from (select tick_id, tick_event_seq, row_number() over (order by tick_id) as n
+      from (select tick_id, tick_event_seq, pg_catalog.row_number() over (order by tick_id) as n
               from pgque.tick
              where tick_queue = q.queue_id and tick_id > i_from_tick
                and (i_max_tick is null or tick_id <= i_max_tick)
@@ -6501,7 +6442,7 @@ begin
         raise exception 'spark_publish: query id and batch id go together'
             using detail = 'pgque:invalid_argument';
     end if;
-    if (select count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
+    if (select pg_catalog.count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
        <> coalesce(pg_catalog.cardinality(i_stage_ids), 0) then
         raise exception 'spark_publish: a stage id is listed twice' using detail = 'pgque:invalid_argument';
     end if;
@@ -6511,7 +6452,7 @@ begin
         -- its commit log entry is missing): publish nothing, clean up.
         insert into pgque.spark_commits (query_id, batch_id, queue_name, events)
         values (i_query_id, i_batch_id, i_queue_name,
-                coalesce((select sum(c) from pg_catalog.unnest(i_counts) c), 0))
+                coalesce((select pg_catalog.sum(c) from pg_catalog.unnest(i_counts) c), 0))
         on conflict (query_id, batch_id) do nothing;
         if not found then
             perform pgque._spark_drop_staged(i_write_id, i_query_id);
@@ -6527,7 +6468,7 @@ begin
         select e.stage_id, e.expected, coalesce(f.found, 0) as found
           from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
                as e(stage_id, expected)
-          left join (select s.stage_id, count(*) as found from pgque.spark_staging s
+          left join (select s.stage_id, pg_catalog.count(*) as found from pgque.spark_staging s
                       where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
                       group by s.stage_id) f on f.stage_id = e.stage_id
          where e.expected is distinct from coalesce(f.found, 0)
@@ -6545,7 +6486,7 @@ begin
     v_table := pgque.current_event_table(i_queue_name);
     execute 'insert into ' || pgque.quote_fqname(v_table)
          || ' (ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' select now(), coalesce(s.ev_type, ''default''), s.ev_data,'
+         || ' select pg_catalog.now(), coalesce(s.ev_type, ''default''), s.ev_data,'
          || ' s.ev_extra1, s.ev_extra2, s.ev_extra3, s.ev_extra4'
          || ' from pg_catalog.unnest($1) with ordinality as o(stage_id, k)'
          || ' join pgque.spark_staging s on s.write_id = $2 and s.stage_id = o.stage_id'
@@ -6584,7 +6525,7 @@ declare
     n bigint;
 begin
     -- Left by Spark drivers that died between staging and publishing.
-    delete from pgque.spark_staging where staged_at < now() - i_older_than;
+    delete from pgque.spark_staging where staged_at < pg_catalog.now() - i_older_than;
     get diagnostics n = row_count;
     return n;
 end
@@ -7420,7 +7361,7 @@ begin
            and p.proname not like '\_%'
            and p.prokind in ('f', 'p')
     loop
-        execute format('grant execute on %s %s to pgque_admin',
+        execute pg_catalog.format('grant execute on %s %s to pgque_admin',
                        case when (select prokind from pg_catalog.pg_proc where oid = v_fn) = 'p'
                             then 'procedure' else 'function' end,
                        v_fn);
@@ -7571,7 +7512,7 @@ begin
             pg_catalog.to_regprocedure('pgque.uninstall()')]) f
          where f is not null
     loop
-        execute format('revoke execute on function %s from pgque_admin', v_fn);
+        execute pg_catalog.format('revoke execute on function %s from pgque_admin', v_fn);
     end loop;
 end
 $owner_only$;

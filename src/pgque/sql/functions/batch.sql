@@ -133,7 +133,7 @@ begin
     end if;
 
     if v_next.tick_id is null
-       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+       or (i_min_lag is not null and v_next.tick_time > pg_catalog.now() - i_min_lag) then
         prev_tick_id := null;
         prev_tick_time := null;
         prev_tick_event_seq := null;
@@ -145,7 +145,7 @@ begin
     cur_tick_time := v_next.tick_time;
     cur_tick_event_seq := v_next.tick_event_seq;
     update pgque.subscription
-       set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = now()
+       set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = pg_catalog.now()
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
 $$ language plpgsql
@@ -216,7 +216,7 @@ begin
 
     -- The member's open batch again; the call doubles as a heartbeat.
     if v_member.sub_batch is not null then
-        update pgque.subscription set sub_active = now()
+        update pgque.subscription set sub_active = pg_catalog.now()
          where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
         batch_id := v_member.sub_batch;
         prev_tick_id := v_member.sub_last_tick;
@@ -243,7 +243,7 @@ begin
           from pgque.subscription s
          where s.sub_queue = v_member.sub_queue and s.sub_id = v_member.sub_id
            and s.sub_role = 'coop_member' and s.sub_batch is not null
-           and now() - s.sub_active > i_dead_interval  -- no overflow for any interval
+           and pg_catalog.now() - s.sub_active > i_dead_interval  -- no overflow for any interval
          order by s.sub_active
          limit 1
            for no key update skip locked;
@@ -256,9 +256,9 @@ begin
             next_tick_id := v_dead.sub_next_tick;
             update pgque.subscription
                set sub_batch = batch_id, sub_last_tick = prev_tick_id,
-                   sub_next_tick = next_tick_id, sub_active = now()
+                   sub_next_tick = next_tick_id, sub_active = pg_catalog.now()
              where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
-            perform pgque.log_event('warning', 'consumer', 'batch taken over', jsonb_build_object(
+            perform pgque.log_event('warning', 'consumer', 'batch taken over', pg_catalog.jsonb_build_object(
                 'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer,
                 'batch', batch_id, 'old_batch', v_dead.sub_batch));
             return;
@@ -275,7 +275,7 @@ begin
                                       v_main.tick_event_seq, i_min_count, i_min_interval) h;
     end if;
     if v_next.tick_id is null
-       or (i_min_lag is not null and v_next.tick_time > now() - i_min_lag) then
+       or (i_min_lag is not null and v_next.tick_time > pg_catalog.now() - i_min_lag) then
         return;
     end if;
 
@@ -284,9 +284,9 @@ begin
     next_tick_id := v_next.tick_id;
     update pgque.subscription
        set sub_batch = batch_id, sub_last_tick = prev_tick_id, sub_next_tick = next_tick_id,
-           sub_active = now()
+           sub_active = pg_catalog.now()
      where sub_queue = v_member.sub_queue and sub_consumer = v_member.sub_consumer;
-    update pgque.subscription set sub_last_tick = next_tick_id, sub_active = now()
+    update pgque.subscription set sub_last_tick = next_tick_id, sub_active = pg_catalog.now()
      where sub_queue = v_member.sub_queue and sub_consumer = v_main.sub_consumer;
 end
 $$;
@@ -355,6 +355,62 @@ $$;
 comment on function pgque.batch_event_tables(bigint) is
     'The event tables the batch''s events can be in.';
 
+-- Internal: the SQL selecting the events of queue i_queue whose transaction is
+-- visible in snapshot i_s2 and not in i_s1 (the events between two ticks),
+-- unordered, with i_filter (SQL starting with ' and ') added to each part.
+-- The one builder of a tick range's query: batch_event_sql (batches) and
+-- spark_range_sql (the Spark reader) differ only in their filter.
+create or replace function pgque._tick_range_sql(
+    i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_filter text)
+returns text
+language plpgsql stable
+as $$
+declare
+    v_lower bigint := pg_catalog.pg_snapshot_xmax(i_s1)::text::bigint;
+    v_xid bigint;
+    v_in_list bigint[] := '{}';
+    v_parts text[] := '{}';
+    v_table text;
+    -- The event columns, written once: get_batch_events' result, PgQ's order.
+    v_columns constant text :=
+        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+begin
+    -- Membership: visible in s2, not visible in s1. Such txids are either
+    -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
+    -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
+    -- exactly. Txids of (b) close below the range's lower bound are folded
+    -- into the range (which re-checks visibility), keeping the list short.
+    for v_xid in
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s1) x
+        except
+        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s2) x
+        order by 1 desc
+    loop
+        if v_xid >= v_lower - 100 then
+            v_lower := v_xid;
+        else
+            v_in_list := v_in_list || v_xid;
+        end if;
+    end loop;
+
+    foreach v_table in array pgque._batch_tables(i_queue, i_s1, i_s2) loop
+        v_parts := v_parts || pg_catalog.format(
+            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
+            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
+            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
+            v_columns, pgque.quote_fqname(v_table), v_lower,
+            pg_catalog.pg_snapshot_xmax(i_s2), i_s2, i_s1, i_filter);
+        if pg_catalog.cardinality(v_in_list) > 0 then
+            v_parts := v_parts || pg_catalog.format(
+                'select %s from %s where ev_txid = any (%L::xid8[])%s',
+                v_columns, pgque.quote_fqname(v_table), v_in_list, i_filter);
+        end if;
+    end loop;
+    return pg_catalog.array_to_string(v_parts, ' union all ');
+end
+$$;
+
 create or replace function pgque.batch_event_sql(x_batch_id bigint)
 returns text
 language plpgsql stable
@@ -362,15 +418,6 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     b record;
-    v_lower bigint;
-    v_xid bigint;
-    v_in_list bigint[] := '{}';
-    v_filter text;
-    v_parts text[] := '{}';
-    v_table text;
-    v_columns constant text :=
-        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
 begin
     select q as queue, s.sub_id, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
       from pgque.subscription s
@@ -381,42 +428,11 @@ begin
     if not found then
         raise exception 'batch not found' using detail = 'pgque:batch_not_found';
     end if;
-
-    -- Membership: visible in s2, not visible in s1. Such txids are either
-    -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
-    -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
-    -- exactly. Txids of (b) close below the range's lower bound are folded
-    -- into the range (which re-checks visibility), keeping the list short.
-    v_lower := pg_catalog.pg_snapshot_xmax(b.s1)::text::bigint;
-    for v_xid in
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s1) x
-        except
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(b.s2) x
-        order by 1 desc
-    loop
-        if v_xid >= v_lower - 100 then
-            v_lower := v_xid;
-        else
-            v_in_list := v_in_list || v_xid;
-        end if;
-    end loop;
-
-    foreach v_table in array pgque._batch_tables(b.queue, b.s1, b.s2) loop
-        v_filter := format(' and (ev_owner is null or ev_owner = %s)', b.sub_id);
-        v_parts := v_parts || format(
-            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
-            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
-            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
-            v_columns, pgque.quote_fqname(v_table), v_lower,
-            pg_catalog.pg_snapshot_xmax(b.s2), b.s2, b.s1, v_filter);
-        if pg_catalog.cardinality(v_in_list) > 0 then
-            v_parts := v_parts || format(
-                'select %s from %s where ev_txid = any (%L::xid8[])%s',
-                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
-        end if;
-    end loop;
-
-    return pg_catalog.array_to_string(v_parts, ' union all ') || ' order by 1';
+    -- The consumer's own retry copies (ev_owner) are part of its batches.
+    return pgque._tick_range_sql(
+               b.queue, b.s1, b.s2,
+               pg_catalog.format(' and (ev_owner is null or ev_owner = %s)', b.sub_id))
+        || ' order by 1';
 end
 $$;
 comment on function pgque.batch_event_sql(bigint) is
@@ -447,7 +463,7 @@ begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
     update pgque.subscription
-       set sub_active = now(),
+       set sub_active = pg_catalog.now(),
            sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
            sub_next_tick = null, sub_batch = null
      where sub_batch = x_batch_id and sub_role <> 'coop_main';
@@ -476,7 +492,7 @@ language sql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
     select q.queue_name, c.co_name, t1.tick_time, t2.tick_time,
-           t1.tick_id, t2.tick_id, now() - t2.tick_time,
+           t1.tick_id, t2.tick_id, pg_catalog.now() - t2.tick_time,
            t1.tick_event_seq, t2.tick_event_seq
       from (select 1) one
       left join pgque.subscription s on s.sub_batch = x_batch_id

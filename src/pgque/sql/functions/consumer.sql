@@ -58,7 +58,7 @@ begin
             -- Repositioning drops the open batch, if any.
             update pgque.subscription
                set sub_last_tick = x_tick_pos, sub_batch = null, sub_next_tick = null,
-                   sub_active = now()
+                   sub_active = pg_catalog.now()
              where sub_queue = v_queue_id and sub_consumer = v_co_id;
         end if;
         return 0;
@@ -77,7 +77,7 @@ begin
 
     insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
     values (v_queue_id, v_co_id, v_tick_id);
-    perform pgque.log_event('info', 'consumer', 'registered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'registered', pg_catalog.jsonb_build_object(
         'queue', x_queue_name, 'consumer', x_consumer_name, 'tick', v_tick_id));
     return 1;
 end
@@ -131,7 +131,7 @@ begin
     delete from pgque.consumer c
      where c.co_id = v_sub.sub_consumer
        and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
-    perform pgque.log_event('info', 'consumer', 'unregistered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'unregistered', pg_catalog.jsonb_build_object(
         'queue', x_queue_name, 'consumer', x_consumer_name));
     return 1;
 end

@@ -100,7 +100,7 @@ begin
     select co_id into v_co_id from pgque.consumer where co_name = v_member_name for update;
     insert into pgque.subscription (sub_id, sub_queue, sub_consumer, sub_last_tick, sub_role)
     values (v_main.sub_id, v_main.sub_queue, v_co_id, null, 'coop_member');
-    perform pgque.log_event('info', 'consumer', 'subconsumer registered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'subconsumer registered', pg_catalog.jsonb_build_object(
         'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer));
     return 1;
 end
@@ -121,7 +121,9 @@ $$;
 comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
     'Alias of register_subconsumer.';
 
--- Internal: the nack policy for every event of an open batch at once.
+-- Internal: the nack policy for every event of an open batch at once:
+-- dead-letters those retried max_retries times, queues the others for a
+-- retry after i_retry_after. Returns the number dead-lettered.
 create or replace function pgque._nack_batch(i_batch_id bigint, i_retry_after interval, i_reason text)
 returns integer
 language plpgsql
@@ -129,28 +131,21 @@ as $$
 declare
     v_max_retries integer;
     v_event pgque.event_template;
+    v_retry bigint[] := '{}';
     v_count integer := 0;
 begin
     select coalesce(q.queue_max_retries, 5) into v_max_retries
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
      where s.sub_batch = i_batch_id;
-    for v_event in
-        select * from pgque._batch_events_by_id(i_batch_id, null)
-         where coalesce(ev_retry, 0) >= v_max_retries
-    loop
-        perform pgque._dead_letter(i_batch_id, v_event, i_reason);
-        v_count := v_count + 1;
+    for v_event in select * from pgque._batch_events_by_id(i_batch_id, null) loop
+        if coalesce(v_event.ev_retry, 0) >= v_max_retries then
+            perform pgque._dead_letter(i_batch_id, v_event, i_reason);
+            v_count := v_count + 1;
+        else
+            v_retry := v_retry || v_event.ev_id;
+        end if;
     end loop;
-    insert into pgque.retry_queue
-        (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,
-         ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
-    select current_timestamp + i_retry_after, s.sub_queue, e.ev_id, e.ev_time, null, s.sub_id,
-           coalesce(e.ev_retry, 0) + 1, e.ev_type, e.ev_data,
-           e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
-      from pgque._batch_events_by_id(i_batch_id, null) e
-      join pgque.subscription s on s.sub_batch = i_batch_id
-     where coalesce(e.ev_retry, 0) < v_max_retries
-    on conflict (ev_owner, ev_id) do nothing;
+    perform pgque._retry_batch_events(i_batch_id, v_retry, current_timestamp + i_retry_after);
     return v_count;
 end
 $$;
@@ -199,7 +194,7 @@ begin
        and not exists (select 1 from pgque.subscription s
                         where s.sub_queue = m.sub_queue and s.sub_id = m.sub_id
                           and s.sub_role = 'coop_member');
-    perform pgque.log_event('info', 'consumer', 'subconsumer unregistered', jsonb_build_object(
+    perform pgque.log_event('info', 'consumer', 'subconsumer unregistered', pg_catalog.jsonb_build_object(
         'queue', i_queue, 'consumer', i_consumer, 'subconsumer', i_subconsumer));
     return 1;
 end
@@ -228,7 +223,7 @@ as $$
 declare
     v_count integer;
 begin
-    update pgque.subscription s set sub_active = now()
+    update pgque.subscription s set sub_active = pg_catalog.now()
       from pgque.queue q, pgque.consumer c
      where q.queue_id = s.sub_queue and c.co_id = s.sub_consumer
        and q.queue_name = i_queue
@@ -248,31 +243,14 @@ returns setof pgque.message
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_batch_id bigint;
-    v_returned bigint;
-    v_windows integer := 0;
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive_coop: max_return must be >= 1, got %',
             coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     perform pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, false);
-    loop
-        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
-                                               i_dead_interval)).batch_id;
-        if v_batch_id is null then
-            return;
-        end if;
-        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
-        get diagnostics v_returned = row_count;
-        if v_returned > 0 then
-            return;
-        end if;
-        perform pgque.finish_batch(v_batch_id);
-        v_windows := v_windows + 1;
-        exit when v_windows >= 100;
-    end loop;
+    return query select * from pgque._receive(i_queue, i_consumer, i_subconsumer, i_dead_interval,
+                                              i_max_return, null, null);
 end
 $$;
 comment on function pgque.receive_coop(text, text, text, integer, interval) is

@@ -19,8 +19,8 @@ begin
         raise exception 'send_at: deliver_at must be a finite time, got % (queue %)',
             i_deliver_at, i_queue using detail = 'pgque:invalid_argument';
     end if;
-    if i_deliver_at <= now() then
-        return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+    if i_deliver_at <= pg_catalog.now() then
+        return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                    null, null, null, null);
     end if;
     perform 1 from pgque.queue where queue_name = i_queue;
@@ -90,7 +90,7 @@ begin
              || '  where d.de_id = due.de_id returning d.*)'
              || ' insert into ' || pgque.quote_fqname(q.cur_table)
              || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-             || ' select pg_catalog.nextval($2::regclass), now(), de_type, de_data,'
+             || ' select pg_catalog.nextval($2::regclass), pg_catalog.now(), de_type, de_data,'
              || '  de_extra1, de_extra2, de_extra3, de_extra4'
              || ' from (select * from moved order by de_deliver_at, de_id) m'
           using q.queue_name, q.queue_event_seq;

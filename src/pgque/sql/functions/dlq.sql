@@ -56,7 +56,7 @@ declare
     v_ev_id bigint;
 begin
     select queue_name into v_queue_name from pgque.queue where queue_id = i_dl.dl_queue_id;
-    v_ev_id := pgque._insert_event(v_queue_name, null, now(), null, null,
+    v_ev_id := pgque._insert_event(v_queue_name, null, pg_catalog.now(), null, null,
                                    i_dl.ev_type, i_dl.ev_data,
                                    i_dl.ev_extra1, i_dl.ev_extra2, i_dl.ev_extra3, i_dl.ev_extra4);
     delete from pgque.dead_letter where dl_id = i_dl.dl_id;
@@ -141,7 +141,7 @@ begin
     end if;
     -- An age beyond the calendar (timestamptz starts in 4713 BC) purges nothing.
     v_cutoff := case when i_older_than >= interval '6000 years' then '-infinity'::timestamptz
-                     else now() - i_older_than end;
+                     else pg_catalog.now() - i_older_than end;
     delete from pgque.dead_letter d
      using pgque.queue q
      where q.queue_id = d.dl_queue_id and q.queue_name = i_queue_name

@@ -64,10 +64,10 @@ begin
 
     v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
     insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
-    values (q.queue_id, v_key, v_id, now() + i_ttl)
+    values (q.queue_id, v_key, v_id, pg_catalog.now() + i_ttl)
     on conflict (queue_id, idem_key) do update
        set event_id = excluded.event_id, expires_at = excluded.expires_at
-     where i.expires_at <= now()
+     where i.expires_at <= pg_catalog.now()
     returning i.event_id into v_claimed;
 
     if v_claimed is null then
@@ -77,7 +77,7 @@ begin
         deduped := true;
         return;
     end if;
-    event_id := pgque._insert_event(i_queue, v_id, now(), null, null, i_type, i_payload,
+    event_id := pgque._insert_event(i_queue, v_id, pg_catalog.now(), null, null, i_type, i_payload,
                                     i_partition_key, i_idem_key, null, null);
     deduped := false;
 end
@@ -126,7 +126,7 @@ begin
      where ctid = any (array(
          select i.ctid from pgque.idem i join pgque.queue q on q.queue_id = i.queue_id
           where (i_queue_name is null or q.queue_name = i_queue_name)
-            and i.expires_at <= now()
+            and i.expires_at <= pg_catalog.now()
           limit 10000
             for update of i skip locked));
     get diagnostics v_deleted = row_count;

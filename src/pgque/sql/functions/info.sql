@@ -19,7 +19,7 @@ as $$
            q.queue_external_ticker, q.queue_ticker_paused,
            q.queue_ticker_max_count, q.queue_ticker_max_lag,
            q.queue_ticker_idle_period,
-           now() - last.tick_time,
+           pg_catalog.now() - last.tick_time,
            case when last.tick_time > old.tick_time then
                (last.tick_event_seq - old.tick_event_seq)::float8
                / extract(epoch from last.tick_time - old.tick_time)::float8
@@ -65,8 +65,8 @@ language sql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
     select q.queue_name, c.co_name,
-           now() - t.tick_time,
-           now() - s.sub_active,
+           pg_catalog.now() - t.tick_time,
+           pg_catalog.now() - s.sub_active,
            s.sub_last_tick, s.sub_batch, s.sub_next_tick,
            last.tick_event_seq - t.tick_event_seq
       from pgque.subscription s
@@ -124,8 +124,8 @@ begin
     if i_extra_where is not null then
         v_sql := 'select * from (' || v_sql || ') b where ' || i_extra_where || ' order by 1';
     end if;
-    execute format('declare %I no scroll cursor for %s', i_cursor_name, v_sql);
-    return query execute format('fetch %s from %I', i_quick_limit, i_cursor_name);
+    execute pg_catalog.format('declare %I no scroll cursor for %s', i_cursor_name, v_sql);
+    return query execute pg_catalog.format('fetch %s from %I', i_quick_limit, i_cursor_name);
 end
 $$;
 comment on function pgque.get_batch_cursor(bigint, text, int4, text) is

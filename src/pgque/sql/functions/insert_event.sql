@@ -35,7 +35,7 @@ begin
     end if;
 
     perform pgque._insert_routed(
-        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, now()),
+        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
     return coalesce(i_ev_id, v_seq_id);
@@ -65,7 +65,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
 $$;
 comment on function pgque.insert_event(text, text, text, text, text, text, text) is
@@ -77,7 +77,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
 $$;
 comment on function pgque.insert_event(text, text, text) is

@@ -44,7 +44,7 @@ begin
     -- callers are definer functions with search_path pinned.
     execute 'insert into ' || pgque.quote_fqname(i_table_name)
          || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' select id, now(), coalesce(t, $4), p, e1, e2, e3, e4'
+         || ' select id, pg_catalog.now(), coalesce(t, $4), p, e1, e2, e3, e4'
          || ' from unnest($1, $2, $3, $5, $6, $7, $8) as b(id, p, t, e1, e2, e3, e4)'
       using i_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4;
 end
@@ -171,7 +171,7 @@ $router$
 $ddl$, pgque._router_code(v_queues,
         'insert into %s (ev_id, ev_time, ev_type, ev_data,'
         ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' select id, now(), coalesce(t, i_type), p, e1, e2, e3, e4'
+        ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
         ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
         ' as b(id, p, t, e1, e2, e3, e4);'));
 end

@@ -227,7 +227,7 @@ begin
      where tick_period_ms is distinct from p_period_ms;
     if found then
         perform pgque.log_event('info', 'lifecycle', 'tick period changed',
-                                jsonb_build_object('tick_period_ms', p_period_ms));
+                                pg_catalog.jsonb_build_object('tick_period_ms', p_period_ms));
     end if;
     return p_period_ms;
 end
@@ -355,7 +355,7 @@ begin
     update pgque.config set ticker_job_id = null, maint_job_id = null, scheduler = null
      where ticker_job_id is not null or maint_job_id is not null or scheduler is not null;
     if found or pg_catalog.cardinality(v_jobids) > 0 then
-        perform pgque.log_event('info', 'lifecycle', 'stopped', jsonb_build_object(
+        perform pgque.log_event('info', 'lifecycle', 'stopped', pg_catalog.jsonb_build_object(
             'scheduler', v_scheduler, 'pg_cron_jobs_removed', v_jobids));
     end if;
 end
@@ -403,7 +403,7 @@ begin
         else
             v_id := cron.schedule(v_job.job_name, v_job.schedule, v_job.command);
         end if;
-        v_ids := v_ids || jsonb_build_object(v_job.job_name, v_id);
+        v_ids := v_ids || pg_catalog.jsonb_build_object(v_job.job_name, v_id);
     end loop;
 
     update pgque.config
@@ -424,7 +424,7 @@ begin
             v_version
             using hint = 'Set cron.use_background_workers = off (pg_cron connects through cron.host, e.g. the socket directory) or use pg_cron 1.5 or later.';
     end if;
-    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+    perform pgque.log_event('info', 'lifecycle', 'started', pg_catalog.jsonb_build_object(
         'scheduler', 'pg_cron', 'pg_cron_version', v_version, 'jobs', v_ids,
         'tick_period_ms', v_period));
 end
@@ -456,7 +456,7 @@ begin
     if not found then
         return false;
     end if;
-    if (select count(distinct p.proname) from pg_catalog.pg_proc p
+    if (select pg_catalog.count(distinct p.proname) from pg_catalog.pg_proc p
          where p.pronamespace = v_schema and p.proname = any (v_api))
        < pg_catalog.cardinality(v_api) then
         return false;
@@ -543,7 +543,7 @@ begin
             ('pgque_vacuum', '@every 30 seconds', v_vacuum)
         ) as j(job_name, schedule, command)
     loop
-        v_ids := v_ids || jsonb_build_object(v_job.job_name, timetable.add_job(
+        v_ids := v_ids || pg_catalog.jsonb_build_object(v_job.job_name, timetable.add_job(
             job_name => v_job.job_name, job_schedule => v_job.schedule,
             job_command => v_job.command, job_max_instances => 1));
     end loop;
@@ -555,7 +555,7 @@ begin
     raise notice 'pgque started with pg_timetable: ticker=% (% ticks/sec), retry_events=%, maint=%, rotate_step2=%, vacuum=%',
         v_ids ->> 'pgque_ticker', i_ticks_per_second, v_ids ->> 'pgque_retry_events',
         v_ids ->> 'pgque_maint', v_ids ->> 'pgque_rotate_step2', v_ids ->> 'pgque_vacuum';
-    perform pgque.log_event('info', 'lifecycle', 'started', jsonb_build_object(
+    perform pgque.log_event('info', 'lifecycle', 'started', pg_catalog.jsonb_build_object(
         'scheduler', 'pg_timetable', 'jobs', v_ids, 'tick_period_ms', 1000 / i_ticks_per_second));
 end
 $$;
@@ -607,10 +607,10 @@ begin
             'run pg_timetable against this database, then call pgque.start_timetable()');
     end if;
     return query
-        select 'queues', 'info', pg_catalog.format('%s queues configured', count(*))
+        select 'queues', 'info', pg_catalog.format('%s queues configured', pg_catalog.count(*))
           from pgque.queue
         union all
-        select 'consumers', 'info', pg_catalog.format('%s active subscriptions', count(*))
+        select 'consumers', 'info', pg_catalog.format('%s active subscriptions', pg_catalog.count(*))
           from pgque.subscription;
 end
 $$;

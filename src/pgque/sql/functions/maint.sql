@@ -72,7 +72,7 @@ begin
            queue_switch_step2 = null
      where queue_id = q.queue_id;
 
-    perform pgque.log_event('info', 'rotation', 'step 1', jsonb_build_object(
+    perform pgque.log_event('info', 'rotation', 'step 1', pg_catalog.jsonb_build_object(
         'queue', i_queue_name, 'table', (q.queue_cur_table + 1) % q.queue_ntables));
     -- Ticks below the previous step 2 can no longer start a batch.
     delete from pgque.tick

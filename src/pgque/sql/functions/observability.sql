@@ -118,13 +118,13 @@ declare
     v_seconds numeric;
 begin
     select t.tick_time, t.tick_event_seq into v_time, v_seq from pgque.tick t
-     where t.tick_queue = i_queue_id and t.tick_time <= now() - interval '1 minute'
+     where t.tick_queue = i_queue_id and t.tick_time <= pg_catalog.now() - interval '1 minute'
      order by t.tick_id desc limit 1;
     if not found then
         select t.tick_time, t.tick_event_seq into v_time, v_seq from pgque.tick t
          where t.tick_queue = i_queue_id order by t.tick_id limit 1;
     end if;
-    v_seconds := extract(epoch from now() - v_time);
+    v_seconds := extract(epoch from pg_catalog.now() - v_time);
     if v_seconds is null or v_seconds <= 0 then
         return 0;
     end if;
@@ -146,18 +146,18 @@ begin
     return query
     with st as materialized (select * from pgque._consumer_state()),
     per_queue as (
-        select st.queue_id, count(*) as n, min(st.position_seq) as min_seq,
-               min(st.oldest_pending) as oldest_pending
+        select st.queue_id, pg_catalog.count(*) as n, pg_catalog.min(st.position_seq) as min_seq,
+               pg_catalog.min(st.oldest_pending) as oldest_pending
           from st group by st.queue_id)
     select q.queue_name, q.queue_id,
            case when pq.n > 0 then greatest(seq.now - pq.min_seq, 0) else 0 end::bigint,
            case when pq.n > 0
-                then now() - least(pq.oldest_pending, pgque._unticked_since(q)) end,
+                then pg_catalog.now() - least(pq.oldest_pending, pgque._unticked_since(q)) end,
            coalesce(pq.n, 0)::integer,
            pgque._event_rate(q.queue_id, seq.now),
-           q.queue_cur_table, now() - q.queue_switch_time, q.queue_rotation_period,
+           q.queue_cur_table, pg_catalog.now() - q.queue_switch_time, q.queue_rotation_period,
            q.queue_ticker_paused, newest.tick_time, newest.tick_id,
-           (select count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
+           (select pg_catalog.count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
       from pgque.queue q
       cross join lateral (select pgque._event_seq_now(q.queue_event_seq) as now) seq
       left join per_queue pq on pq.queue_id = q.queue_id
@@ -181,7 +181,7 @@ as $$
 begin
     return query
     select st.queue_name, st.consumer_name,
-           coalesce(now() - st.oldest_pending, interval '0'),
+           coalesce(pg_catalog.now() - st.oldest_pending, interval '0'),
            st.pending_events, st.last_active, st.batch_id is not null, st.batch_id
       from pgque._consumer_state() st
      order by st.queue_name, st.consumer_name;
@@ -242,17 +242,17 @@ begin
     if v_job_id is null then
         -- Work maint() does that has waited more than two minutes.
         select pg_catalog.array_remove(array[
-            (select pg_catalog.format('%s retries due since %s', count(*), min(r.ev_retry_after))
+            (select pg_catalog.format('%s retries due since %s', pg_catalog.count(*), pg_catalog.min(r.ev_retry_after))
                from pgque.retry_queue r
-              where r.ev_retry_after < now() - interval '2 minutes' having count(*) > 0),
-            (select pg_catalog.format('%s delayed messages due since %s', count(*),
-                                      min(d.de_deliver_at))
+              where r.ev_retry_after < pg_catalog.now() - interval '2 minutes' having pg_catalog.count(*) > 0),
+            (select pg_catalog.format('%s delayed messages due since %s', pg_catalog.count(*),
+                                      pg_catalog.min(d.de_deliver_at))
                from pgque.delayed_events d
-              where d.de_deliver_at < now() - interval '2 minutes' having count(*) > 0),
-            (select pg_catalog.format('rotation step 2 pending on %s queues', count(*))
+              where d.de_deliver_at < pg_catalog.now() - interval '2 minutes' having pg_catalog.count(*) > 0),
+            (select pg_catalog.format('rotation step 2 pending on %s queues', pg_catalog.count(*))
                from pgque.queue q
               where q.queue_switch_step2 is null
-                and q.queue_switch_time < now() - interval '2 minutes' having count(*) > 0)],
+                and q.queue_switch_time < pg_catalog.now() - interval '2 minutes' having pg_catalog.count(*) > 0)],
             null) into v_overdue;
         if pg_catalog.cardinality(v_overdue) > 0 then
             o_status := 'warning';
@@ -338,7 +338,7 @@ begin
         check_name := 'ticker_running';
         select * into v_tick from pgque.tick t
          where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
-        v_age := now() - v_tick.tick_time;
+        v_age := pg_catalog.now() - v_tick.tick_time;
         if q.queue_ticker_paused then
             status := 'ok';
             detail := 'ticker paused (ticker_paused = true)';
@@ -349,7 +349,7 @@ begin
             status := 'critical';
             detail := 'never ticked';
         else
-            v_wait := now() - pgque._unticked_since(q);
+            v_wait := pg_catalog.now() - pgque._unticked_since(q);
             v_over := v_wait - q.queue_ticker_max_lag;
             status := case when v_over is null or v_over <= interval '10 seconds' then 'ok'
                            when v_over <= interval '60 seconds' then 'warning'
@@ -377,7 +377,7 @@ begin
     loop
         queue_name := c.queue_name;
         check_name := 'consumer_lag:' || c.consumer_name;
-        v_lag := coalesce(now() - c.oldest_pending, interval '0');
+        v_lag := coalesce(pg_catalog.now() - c.oldest_pending, interval '0');
         status := case when c.pending_events = 0 or c.rotation_period is null then 'ok'
                        when v_lag > c.rotation_period then 'critical'
                        when v_lag > c.rotation_period / 2 then 'warning'
@@ -387,7 +387,7 @@ begin
                                               c.pending_events, pgque._seconds_text(v_lag)) end
             || case when c.batch_id is null then ''
                     else pg_catalog.format('; batch %s open for %s', c.batch_id,
-                                           pgque._seconds_text(now() - c.last_active)) end;
+                                           pgque._seconds_text(pg_catalog.now() - c.last_active)) end;
         return next;
     end loop;
 
@@ -397,7 +397,7 @@ begin
     for q in select * from pgque.queue order by queue_name loop
         queue_name := q.queue_name;
         check_name := 'rotation_health';
-        v_age := now() - q.queue_switch_time;
+        v_age := pg_catalog.now() - q.queue_switch_time;
         if q.queue_rotation_period is null then
             status := 'ok';
             detail := 'rotation disabled (rotation_period is NULL)';
@@ -424,7 +424,7 @@ begin
     for q in select * from pgque.queue order by queue_name loop
         queue_name := q.queue_name;
         check_name := 'dlq_health';
-        select count(*), max(d.dl_time) into v_count, v_newest
+        select pg_catalog.count(*), pg_catalog.max(d.dl_time) into v_count, v_newest
           from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
         status := case when v_count > 0 then 'warning' else 'ok' end;
         detail := v_count || ' dead letter events'
@@ -455,23 +455,23 @@ begin
     with qs as materialized (select * from pgque.queue_stats()),
     cs as materialized (select * from pgque.consumer_stats())
     select 'pgque.queue.depth', 'gauge', qs.depth::numeric,
-           jsonb_build_object('queue', qs.queue_name) from qs
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs
     union all
     select 'pgque.queue.oldest_message_age_seconds', 'gauge',
            coalesce(pg_catalog.round(extract(epoch from qs.oldest_msg_age), 3), 0),
-           jsonb_build_object('queue', qs.queue_name) from qs
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs
     union all
     select 'pgque.consumer.lag_seconds', 'gauge', pg_catalog.round(extract(epoch from cs.lag), 3),
-           jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
+           pg_catalog.jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
     union all
     select 'pgque.consumer.pending_events', 'gauge', cs.pending_events::numeric,
-           jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
+           pg_catalog.jsonb_build_object('queue', cs.queue_name, 'consumer', cs.consumer_name) from cs
     union all
     select 'pgque.message.dead_lettered', 'gauge', qs.dlq_count::numeric,
-           jsonb_build_object('queue', qs.queue_name) from qs
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs
     union all
     select 'pgque.queue.throughput', 'gauge', coalesce(qs.events_per_sec, 0),
-           jsonb_build_object('queue', qs.queue_name) from qs;
+           pg_catalog.jsonb_build_object('queue', qs.queue_name) from qs;
 end
 $$;
 comment on function pgque.otel_metrics() is
@@ -486,7 +486,7 @@ create or replace function pgque._buckets(
 language plpgsql stable
 as $$
 declare
-    v_now numeric := extract(epoch from now());
+    v_now numeric := extract(epoch from pg_catalog.now());
     v_count numeric;
 begin
     if i_bucket_size is null or i_bucket_size <= interval '0' then
@@ -535,19 +535,19 @@ begin
     return query
     with per_bucket as (
         select pg_catalog.floor((extract(epoch from t.tick_time) - b.o_first) / b.o_size)::integer as n,
-               max(t.tick_event_seq) as seq
+               pg_catalog.max(t.tick_event_seq) as seq
           from pgque.tick t
          where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.to_timestamp(b.o_first)
          group by 1),
     running as (
         select i as n, pg_catalog.to_timestamp(b.o_first + i * b.o_size) as start_at,
-               greatest(v_base, max(pb.seq) over (order by i)) as seq_end
+               greatest(v_base, pg_catalog.max(pb.seq) over (order by i)) as seq_end
           from pg_catalog.generate_series(0, b.o_count - 1) i
           left join per_bucket pb on pb.n = i),
     counted as (
         select r.n, r.start_at,
-               greatest(r.seq_end - lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
-               extract(epoch from least(r.start_at + b.o_size * interval '1 second', now())
+               greatest(r.seq_end - pg_catalog.lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
+               extract(epoch from least(r.start_at + b.o_size * interval '1 second', pg_catalog.now())
                                   - r.start_at) as seconds
           from running r)
     select c.start_at, c.events::bigint,
@@ -589,7 +589,7 @@ begin
     return query execute pg_catalog.format($sql$
     with movers as (
         -- One group per moving transaction (maint_retry_events / maint).
-        select e.ev_txid as x, count(*) as n from %s e
+        select e.ev_txid as x, pg_catalog.count(*) as n from %s e
          where e.ev_txid >= $1 and e.ev_retry is not null
          group by e.ev_txid),
     merged as (
@@ -601,26 +601,26 @@ begin
         -- A moved event re-entered at the first tick whose snapshot xmax is
         -- above its txid (ties sort the tick first: xmax itself is not visible).
         select mg.kind, mg.n,
-               min(mg.tick_time) over (order by mg.x, mg.kind
+               pg_catalog.min(mg.tick_time) over (order by mg.x, mg.kind
                                        rows between current row and unbounded following) as at
           from merged mg),
     retried as (
-        select coalesce(p.at, now()) as at, p.n from placed p where p.kind = 1
+        select coalesce(p.at, pg_catalog.now()) as at, p.n from placed p where p.kind = 1
         union all
         -- Still waiting in retry_queue: counted at their due time.
         select r.ev_retry_after, 1 from pgque.retry_queue r
-         where r.ev_queue = $2 and r.ev_retry_after <= now()),
+         where r.ev_queue = $2 and r.ev_retry_after <= pg_catalog.now()),
     by_bucket as (
         select pg_catalog.floor((extract(epoch from r.at) - $4) / $5)::integer as n,
-               sum(r.n) as retries, 0 as dead
+               pg_catalog.sum(r.n) as retries, 0 as dead
           from retried r group by 1
         union all
-        select pg_catalog.floor((extract(epoch from d.dl_time) - $4) / $5)::integer, 0, count(*)
+        select pg_catalog.floor((extract(epoch from d.dl_time) - $4) / $5)::integer, 0, pg_catalog.count(*)
           from pgque.dead_letter d
          where d.dl_queue_id = $2 and d.dl_time >= pg_catalog.to_timestamp($4)
          group by 1)
-    select pg_catalog.to_timestamp($4 + i * $5), coalesce(sum(bb.retries), 0)::bigint,
-           coalesce(sum(bb.dead), 0)::bigint
+    select pg_catalog.to_timestamp($4 + i * $5), coalesce(pg_catalog.sum(bb.retries), 0)::bigint,
+           coalesce(pg_catalog.sum(bb.dead), 0)::bigint
       from pg_catalog.generate_series(0, $6 - 1) i
       left join by_bucket bb on bb.n = i
      group by i order by i
@@ -642,7 +642,7 @@ declare
 begin
     q := pgque._observed_queue('in_flight', i_queue_name);
     return query
-    select st.consumer_name, st.batch_id, now() - st.last_active, st.batch_events
+    select st.consumer_name, st.batch_id, pg_catalog.now() - st.last_active, st.batch_events
       from pgque._consumer_state() st
      where st.queue_id = q.queue_id and st.batch_id is not null
      order by st.consumer_name;
@@ -663,11 +663,11 @@ begin
             coalesce(i_threshold::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     return query
-    select st.queue_name, st.consumer_name, coalesce(now() - st.oldest_pending, interval '0'),
+    select st.queue_name, st.consumer_name, coalesce(pg_catalog.now() - st.oldest_pending, interval '0'),
            st.last_active
       from pgque._consumer_state() st
      where (st.pending_events > 0 or st.batch_id is not null)
-       and now() - st.last_active > i_threshold
+       and pg_catalog.now() - st.last_active > i_threshold
      order by st.queue_name, st.consumer_name;
 end
 $$;
@@ -713,7 +713,7 @@ begin
         raise exception 'Not subscriber to queue: %/%', q.queue_name, latency_percentiles.consumer_name
             using detail = 'pgque:consumer_not_found';
     end if;
-    v_since := now() - latency_percentiles.period;
+    v_since := pg_catalog.now() - latency_percentiles.period;
 
     -- Slices of the period between ticks (at most c_slices, evenly spread),
     -- from the newest tick at or before its start: an event whose txid lies
@@ -725,7 +725,7 @@ begin
       from (
           select t.tick_id, pg_catalog.pg_snapshot_xmax(t.tick_snapshot) as xmax,
                  pg_catalog.row_number() over (order by t.tick_id) as rn,
-                 count(*) over () as total
+                 pg_catalog.count(*) over () as total
             from pgque.tick t
            where t.tick_queue = q.queue_id
              and t.tick_id >= coalesce(
@@ -746,7 +746,7 @@ begin
         select pg_catalog.array_agg(case
                    when cov.tick_id is not null and cov.tick_id <= $6
                        then greatest(cov.tick_time - e.ev_time, interval '0')
-                   else greatest(now() - e.ev_time, interval '0') end)
+                   else greatest(pg_catalog.now() - e.ev_time, interval '0') end)
           from (select ev.ev_txid, ev.ev_time from %s ev
                  where ev.ev_txid >= $1 and ($2 is null or ev.ev_txid < $2)
                    and ev.ev_time >= $3 and ev.ev_retry is null

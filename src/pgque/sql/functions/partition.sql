@@ -79,7 +79,7 @@ begin
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
        for no key update;
     if v_lease.lease_owner is null
-       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= now()) then
+       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= pg_catalog.now()) then
         raise exception 'slot % of consumer % on queue % is not leased; call pgque.claim_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:not_leased';
     end if;
@@ -88,7 +88,7 @@ begin
             i_slot, i_consumer, i_queue, v_lease.lease_owner, coalesce(i_worker, 'NULL')
             using detail = 'pgque:fenced';
     end if;
-    update pgque.partition_slot set lease_until = now() + lease_ttl
+    update pgque.partition_slot set lease_until = pg_catalog.now() + lease_ttl
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_queue_id;
 end
@@ -188,19 +188,19 @@ begin
         raise exception 'slot % of consumer % on queue % is not subscribed; call pgque.subscribe_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:consumer_not_found';
     end if;
-    if v_lease.lease_owner = i_worker and v_lease.lease_until > now() then
+    if v_lease.lease_owner = i_worker and v_lease.lease_until > pg_catalog.now() then
         -- The holder renews: same epoch.
-        update pgque.partition_slot set lease_until = now() + i_ttl, lease_ttl = i_ttl
+        update pgque.partition_slot set lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl
          where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
         return v_lease.epoch;
     end if;
-    if v_lease.lease_owner is not null and v_lease.lease_until > now() then
+    if v_lease.lease_owner is not null and v_lease.lease_until > pg_catalog.now() then
         raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
             i_slot, i_consumer, i_queue, v_lease.lease_owner, i_worker using detail = 'pgque:fenced';
     end if;
     -- A free or expired lease: a new holder, a new epoch.
     update pgque.partition_slot
-       set lease_owner = i_worker, lease_until = now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
+       set lease_owner = i_worker, lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_lease.epoch + 1;
 end
@@ -232,35 +232,15 @@ returns setof pgque.message
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_name text := pgque._slot_consumer(i_consumer, i_slot, i_n);
-    v_batch_id bigint;
-    v_returned bigint;
-    v_windows integer := 0;
 begin
     if i_max is null or i_max < 1 then
         raise exception 'pgque.receive_partitioned: max must be >= 1, got %',
             coalesce(i_max::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
     perform pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
-    loop
-        v_batch_id := (pgque.next_batch_custom(i_queue, v_name, null, null, null)).batch_id;
-        if v_batch_id is null then
-            return;
-        end if;
-        return query
-            select m.* from pgque._batch_messages(v_batch_id, null) m
-             where pgque._partition_slot(m.extra1, i_n) = i_slot
-             order by m.msg_id limit i_max;
-        get diagnostics v_returned = row_count;
-        if v_returned > 0 then
-            return;
-        end if;
-        -- Nothing of this slot in the batch: finish it here.
-        perform pgque.finish_batch(v_batch_id);
-        v_windows := v_windows + 1;
-        exit when v_windows >= 100;
-    end loop;
+    -- A batch with nothing of this slot is finished there.
+    return query select * from pgque._receive(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n),
+                                              null, null, i_max, i_slot, i_n);
 end
 $$;
 comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is

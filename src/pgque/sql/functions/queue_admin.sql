@@ -83,7 +83,7 @@ begin
     -- Event tables are emptied by TRUNCATE, never by DELETE: pack them and
     -- keep autovacuum away.
     for i in 0 .. q.queue_ntables - 1 loop
-        execute format(
+        execute pg_catalog.format(
             'alter table %s set (fillfactor = 100, autovacuum_enabled = off, toast.autovacuum_enabled = off)',
             pgque._queue_relation(q, i::text));
     end loop;
@@ -109,15 +109,15 @@ begin
     end if;
     for i in -1 .. q.queue_ntables - 1 loop
         v_table := pgque._queue_relation(q, case when i < 0 then 'data' else i::text end);
-        execute format('revoke all on %s from public, pgque_reader, pgque_writer, pgque_admin',
+        execute pg_catalog.format('revoke all on %s from public, pgque_reader, pgque_writer, pgque_admin',
                        v_table);
-        execute format('grant select on %s to pgque_reader, pgque_admin', v_table);
+        execute pg_catalog.format('grant select on %s to pgque_reader, pgque_admin', v_table);
     end loop;
     foreach v_table in array array[pgque._queue_relation(q, 'event_seq')::text,
                                    pgque._queue_relation(q, 'tick_seq')::text] loop
-        execute format('revoke all on sequence %s from public, pgque_reader, pgque_writer, pgque_admin',
+        execute pg_catalog.format('revoke all on sequence %s from public, pgque_reader, pgque_writer, pgque_admin',
                        v_table);
-        execute format('grant select on sequence %s to pgque_reader, pgque_admin', v_table);
+        execute pg_catalog.format('grant select on sequence %s to pgque_reader, pgque_admin', v_table);
     end loop;
     return 1;
 end
@@ -149,21 +149,21 @@ begin
         return 0;
     end if;
 
-    execute format('create sequence pgque.%I', v_base || '_id_seq');
-    execute format('create sequence pgque.%I', v_base || '_tick_seq');
-    execute format('create table pgque.%I () inherits (pgque.event_template)', v_base);
+    execute pg_catalog.format('create sequence pgque.%I', v_base || '_id_seq');
+    execute pg_catalog.format('create sequence pgque.%I', v_base || '_tick_seq');
+    execute pg_catalog.format('create table pgque.%I () inherits (pgque.event_template)', v_base);
     for i in 0 .. 2 loop
-        execute format('create table pgque.%I () inherits (pgque.%I)', v_base || '_' || i, v_base);
-        execute format('alter table pgque.%I alter column ev_id set default nextval(%L)',
+        execute pg_catalog.format('create table pgque.%I () inherits (pgque.%I)', v_base || '_' || i, v_base);
+        execute pg_catalog.format('alter table pgque.%I alter column ev_id set default pg_catalog.nextval(%L)',
                        v_base || '_' || i, 'pgque.' || v_base || '_id_seq');
-        execute format('create index %I on pgque.%I (ev_txid)',
+        execute pg_catalog.format('create index %I on pgque.%I (ev_txid)',
                        v_base || '_' || i || '_txid_idx', v_base || '_' || i);
     end loop;
 
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
     perform pgque._rebuild_insert_router();
-    perform pgque.log_event('info', 'queue', 'created', jsonb_build_object('queue', i_queue_name));
+    perform pgque.log_event('info', 'queue', 'created', pg_catalog.jsonb_build_object('queue', i_queue_name));
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
     return 1;
@@ -276,17 +276,17 @@ begin
     -- Quietly: DROP ... CASCADE would report each child table as a NOTICE.
     v_messages := pg_catalog.current_setting('client_min_messages');
     perform pg_catalog.set_config('client_min_messages', 'warning', true);
-    execute format('drop table %s cascade', pgque._queue_relation(q, 'data'));
+    execute pg_catalog.format('drop table %s cascade', pgque._queue_relation(q, 'data'));
     perform pg_catalog.set_config('client_min_messages', v_messages, true);
     delete from pgque.retry_queue where ev_queue = q.queue_id;
     delete from pgque.delayed_events where de_queue_name = q.queue_name;
     delete from pgque.tick where tick_queue = q.queue_id;
-    execute format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
+    execute pg_catalog.format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
                    pgque._queue_relation(q, 'tick_seq'));
     delete from pgque.queue where queue_id = q.queue_id;
     perform pgque._rebuild_insert_router();
     perform pgque.log_event('info', 'queue', 'dropped',
-                            jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
+                            pg_catalog.jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
     return 1;
 end
 $$;

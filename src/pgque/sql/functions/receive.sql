@@ -39,8 +39,10 @@ comment on function pgque.unsubscribe(text, text) is
     'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
 
 -- Internal: the first i_limit messages of an open batch (all when NULL),
--- leaving out events older than the queue's event_ttl.
-create or replace function pgque._batch_messages(i_batch_id bigint, i_limit integer)
+-- leaving out events older than the queue's event_ttl and, with a slot
+-- count i_n, those whose partition key does not hash to slot i_slot.
+create or replace function pgque._batch_messages(
+    i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
 returns setof pgque.message
 language plpgsql
 as $$
@@ -50,15 +52,55 @@ begin
     select q.queue_event_ttl into v_ttl
       from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
      where s.sub_batch = i_batch_id;
-    -- Without a TTL the limit goes inside, onto the batch query's own order.
+    -- Without a filter the limit goes inside, onto the batch query's own order.
     return query execute
         'select b.ev_id, $1, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
         || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4'
         || ' from (' || pgque.batch_event_sql(i_batch_id)
-        || case when v_ttl is null then ' limit $3' else '' end || ') b'
-        || ' where $2 is null or b.ev_time >= now() - $2'
+        || case when v_ttl is null and i_n is null then ' limit $3' else '' end || ') b'
+        || ' where ($2 is null or b.ev_time >= pg_catalog.now() - $2)'
+        || ' and ($5 is null or pgque._partition_slot(b.ev_extra1, $5) = $4)'
         || ' order by b.ev_id limit $3'
-      using i_batch_id, v_ttl, i_limit;
+      using i_batch_id, v_ttl, i_limit, i_slot, i_n;
+end
+$$;
+
+-- Internal: the body of receive, receive_coop and receive_partitioned. Opens
+-- the consumer's next batch (or takes its open one: the subconsumer's with
+-- i_subconsumer, see the cooperative next_batch_custom) and returns up to
+-- i_max of its messages (of slot i_slot of i_n only, with i_n). A batch
+-- with nothing to return is an empty window: there is nothing to ack, so it
+-- is finished here and the next one looked at, up to 100 per call.
+create or replace function pgque._receive(
+    i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval,
+    i_max integer, i_slot integer, i_n integer)
+returns setof pgque.message
+language plpgsql
+as $$
+declare
+    v_batch_id bigint;
+    v_returned bigint;
+    v_windows integer := 0;
+begin
+    loop
+        if i_subconsumer is null then
+            v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+        else
+            v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer,
+                                                   null, null, null, i_dead_interval)).batch_id;
+        end if;
+        if v_batch_id is null then
+            return;
+        end if;
+        return query select * from pgque._batch_messages(v_batch_id, i_max, i_slot, i_n);
+        get diagnostics v_returned = row_count;
+        if v_returned > 0 then
+            return;
+        end if;
+        perform pgque.finish_batch(v_batch_id);
+        v_windows := v_windows + 1;
+        exit when v_windows >= 100;
+    end loop;
 end
 $$;
 
@@ -68,10 +110,6 @@ returns setof pgque.message
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_batch_id bigint;
-    v_returned bigint;
-    v_windows integer := 0;
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive: max_return must be >= 1, got %',
@@ -89,22 +127,8 @@ begin
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
     end if;
-    loop
-        v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
-        if v_batch_id is null then
-            return;
-        end if;
-        return query select * from pgque._batch_messages(v_batch_id, i_max_return);
-        get diagnostics v_returned = row_count;
-        if v_returned > 0 then
-            return;
-        end if;
-        -- An empty window: nothing to ack, so finish it here and look at
-        -- the next one (a bounded number per call).
-        perform pgque.finish_batch(v_batch_id);
-        v_windows := v_windows + 1;
-        exit when v_windows >= 100;
-    end loop;
+    return query select * from pgque._receive(i_queue, i_consumer, null, null, i_max_return,
+                                              null, null);
 end
 $$;
 comment on function pgque.receive(text, text, integer) is
@@ -169,7 +193,7 @@ begin
             i_event.ev_extra1, i_event.ev_extra2, i_event.ev_extra3, i_event.ev_extra4)
     on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
     if found then
-        perform pgque.log_event('warning', 'dlq', 'dead-lettered', jsonb_build_object(
+        perform pgque.log_event('warning', 'dlq', 'dead-lettered', pg_catalog.jsonb_build_object(
             'batch', i_batch_id, 'ev_id', i_event.ev_id, 'reason', i_reason));
     end if;
     return 1;

@@ -12,7 +12,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
 $$;
 comment on function pgque.send(text, text, text) is
@@ -24,7 +24,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null);
 end
 $$;
 comment on function pgque.send(text, text, jsonb) is
@@ -36,7 +36,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, 'default', $2, null, null, null, null);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null);
 end
 $$;
 comment on function pgque.send(text, text) is
@@ -48,7 +48,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, 'default', $2::text,
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text,
                                null, null, null, null);
 end
 $$;
@@ -63,7 +63,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3, $4, $5, $6, $7);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
 $$;
 comment on function pgque.send(text, text, text, text, text, text, text) is
@@ -77,7 +77,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event($1, null, now(), null, null, $2, $3::text, $4, $5, $6, $7);
+    return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7);
 end
 $$;
 comment on function pgque.send(text, text, jsonb, text, text, text, text) is
@@ -91,7 +91,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload::text,
+    return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text,
                                i_partition_key, null, null, null);
 end
 $$;
@@ -104,7 +104,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    return pgque._insert_event(i_queue, null, now(), null, null, i_type, i_payload,
+    return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                i_partition_key, null, null, null);
 end
 $$;

@@ -16,64 +16,6 @@
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
 
--- Internal: the SQL selecting the events between snapshots i_s1 and i_s2 of
--- queue q whose ev_id % i_nparts = i_part, without retry copies. Same
--- membership split as batch_event_sql (a range part checked against both
--- snapshots, plus an exact list of txids running at s1 and finished by s2)
--- and the same table choice (_batch_tables).
-create or replace function pgque._spark_range_sql(
-    q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_part integer, i_nparts integer)
-returns text
-language plpgsql stable
-as $$
-declare
-    v_lower bigint := pg_catalog.pg_snapshot_xmax(i_s1)::text::bigint;
-    v_xid bigint;
-    v_in_list bigint[] := '{}';
-    v_filter text := ' and ev_owner is null';
-    v_parts text[] := '{}';
-    v_table text;
-    v_columns constant text :=
-        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
-begin
-    if i_nparts > 1 then
-        v_filter := v_filter || pg_catalog.format(' and ev_id %% %s = %s', i_nparts, i_part);
-    end if;
-    -- Txids running at s1 and finished by s2; those just below the range's
-    -- lower bound widen the range instead of lengthening the list.
-    for v_xid in
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s1) x
-        except
-        select x::text::bigint from pg_catalog.pg_snapshot_xip(i_s2) x
-        order by 1 desc
-    loop
-        if v_xid >= v_lower - 100 then
-            v_lower := v_xid;
-        else
-            v_in_list := v_in_list || v_xid;
-        end if;
-    end loop;
-
-    foreach v_table in array pgque._batch_tables(q, i_s1, i_s2) loop
-        v_parts := v_parts || pg_catalog.format(
-            'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
-            ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
-            ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
-            v_columns, pgque.quote_fqname(v_table), v_lower,
-            pg_catalog.pg_snapshot_xmax(i_s2), i_s2, i_s1, v_filter);
-        if pg_catalog.cardinality(v_in_list) > 0 then
-            v_parts := v_parts || pg_catalog.format(
-                'select %s from %s where ev_txid = any (%L::xid8[])%s',
-                v_columns, pgque.quote_fqname(v_table), v_in_list, v_filter);
-        end if;
-    end loop;
-    return pg_catalog.array_to_string(v_parts, ' union all ');
-end
-$$;
-comment on function pgque._spark_range_sql(pgque.queue, pg_snapshot, pg_snapshot, integer, integer) is
-    'Internal: the SQL selecting one ev_id % N partition of the events between two tick snapshots, without retry copies.';
-
 -- Internal: the queue row, or an error naming the queue.
 create or replace function pgque._spark_queue(i_queue_name text)
 returns pgque.queue
@@ -103,7 +45,7 @@ declare
     v_oldest bigint;
     v_latest bigint;
 begin
-    select min(tick_id), max(tick_id) into v_oldest, v_latest
+    select pg_catalog.min(tick_id), pg_catalog.max(tick_id) into v_oldest, v_latest
       from pgque.tick where tick_queue = q.queue_id;
     if v_oldest is not null and i_tick < v_oldest then
         raise exception 'queue %: tick % was rotated away (oldest retained tick is %); the events after it are no longer complete',
@@ -131,6 +73,7 @@ declare
     q pgque.queue;
     v_s1 pg_snapshot;
     v_s2 pg_snapshot;
+    v_filter text := ' and ev_owner is null';
 begin
     if i_from_tick is null or i_to_tick is null then
         raise exception 'spark_range_sql: the ticks must not be NULL'
@@ -162,12 +105,12 @@ begin
     if not found then
         perform pgque._spark_missing_tick(q, i_to_tick);
     end if;
-    if i_from_tick = i_to_tick then
-        -- An empty range: the columns, no rows.
-        return 'select ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-            || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4 from pgque.event_template where false';
+    -- Retry copies (ev_owner set) belong to the consumer that nacked them;
+    -- partitions split by ev_id. An empty range (one tick) selects nothing.
+    if i_nparts > 1 then
+        v_filter := v_filter || pg_catalog.format(' and ev_id %% %s = %s', i_nparts, i_part);
     end if;
-    return pgque._spark_range_sql(q, v_s1, v_s2, i_part, i_nparts);
+    return pgque._tick_range_sql(q, v_s1, v_s2, v_filter);
 end
 $$;
 comment on function pgque.spark_range_sql(text, bigint, bigint, integer, integer) is
@@ -309,10 +252,10 @@ begin
     -- The furthest tick within the limits; at least one tick when any is
     -- newer (a tick range cannot be split). Event counts come from the
     -- event sequence, an estimate.
-    select max(t.tick_id) filter (where t.n = 1 or i_max_events is null
+    select pg_catalog.max(t.tick_id) filter (where t.n = 1 or i_max_events is null
                                   or t.tick_event_seq - v_from_seq <= i_max_events)
       into v_end
-      from (select tick_id, tick_event_seq, row_number() over (order by tick_id) as n
+      from (select tick_id, tick_event_seq, pg_catalog.row_number() over (order by tick_id) as n
               from pgque.tick
              where tick_queue = q.queue_id and tick_id > i_from_tick
                and (i_max_tick is null or tick_id <= i_max_tick)
@@ -442,7 +385,7 @@ begin
         raise exception 'spark_publish: query id and batch id go together'
             using detail = 'pgque:invalid_argument';
     end if;
-    if (select count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
+    if (select pg_catalog.count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
        <> coalesce(pg_catalog.cardinality(i_stage_ids), 0) then
         raise exception 'spark_publish: a stage id is listed twice' using detail = 'pgque:invalid_argument';
     end if;
@@ -452,7 +395,7 @@ begin
         -- its commit log entry is missing): publish nothing, clean up.
         insert into pgque.spark_commits (query_id, batch_id, queue_name, events)
         values (i_query_id, i_batch_id, i_queue_name,
-                coalesce((select sum(c) from pg_catalog.unnest(i_counts) c), 0))
+                coalesce((select pg_catalog.sum(c) from pg_catalog.unnest(i_counts) c), 0))
         on conflict (query_id, batch_id) do nothing;
         if not found then
             perform pgque._spark_drop_staged(i_write_id, i_query_id);
@@ -468,7 +411,7 @@ begin
         select e.stage_id, e.expected, coalesce(f.found, 0) as found
           from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
                as e(stage_id, expected)
-          left join (select s.stage_id, count(*) as found from pgque.spark_staging s
+          left join (select s.stage_id, pg_catalog.count(*) as found from pgque.spark_staging s
                       where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
                       group by s.stage_id) f on f.stage_id = e.stage_id
          where e.expected is distinct from coalesce(f.found, 0)
@@ -486,7 +429,7 @@ begin
     v_table := pgque.current_event_table(i_queue_name);
     execute 'insert into ' || pgque.quote_fqname(v_table)
          || ' (ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' select now(), coalesce(s.ev_type, ''default''), s.ev_data,'
+         || ' select pg_catalog.now(), coalesce(s.ev_type, ''default''), s.ev_data,'
          || ' s.ev_extra1, s.ev_extra2, s.ev_extra3, s.ev_extra4'
          || ' from pg_catalog.unnest($1) with ordinality as o(stage_id, k)'
          || ' join pgque.spark_staging s on s.write_id = $2 and s.stage_id = o.stage_id'
@@ -525,7 +468,7 @@ declare
     n bigint;
 begin
     -- Left by Spark drivers that died between staging and publishing.
-    delete from pgque.spark_staging where staged_at < now() - i_older_than;
+    delete from pgque.spark_staging where staged_at < pg_catalog.now() - i_older_than;
     get diagnostics n = row_count;
     return n;
 end

@@ -114,7 +114,7 @@ begin
          order by co.co_name
     loop
         execute pg_catalog.format(
-            'select count(*), min(ev_id) from (select ev_id from %s'
+            'select pg_catalog.count(*), pg_catalog.min(ev_id) from (select ev_id from %s'
             ' where ev_txid >= $1 and not pg_catalog.pg_visible_in_snapshot(ev_txid, $2)'
             ' and (ev_owner is null or ev_owner = $3) limit 1000) e',
             pgque.quote_fqname(q.queue_data_pfx))
@@ -126,11 +126,11 @@ begin
                 case when v_count >= 1000 then 'at least ' else '' end, v_count, v_first);
         end if;
     end loop;
-    select count(*) into v_count from pgque.retry_queue r where r.ev_queue = q.queue_id;
+    select pg_catalog.count(*) into v_count from pgque.retry_queue r where r.ev_queue = q.queue_id;
     if v_count > 0 then
         v_findings := v_findings || pg_catalog.format('%s events wait in retry_queue', v_count);
     end if;
-    select count(*) into v_count from pgque.delayed_events d where d.de_queue_name = q.queue_name;
+    select pg_catalog.count(*) into v_count from pgque.delayed_events d where d.de_queue_name = q.queue_name;
     if v_count > 0 then
         v_findings := v_findings || pg_catalog.format('%s delayed messages wait for delivery', v_count);
     end if;
@@ -156,7 +156,7 @@ declare
     v_newest pgque.dead_letter;
 begin
     q := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
-    select count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
+    select pg_catalog.count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
     if v_count > 0 then
         select d.* into v_newest from pgque.dead_letter d
          where d.dl_queue_id = q.queue_id order by d.dl_time desc, d.dl_id desc limit 1;

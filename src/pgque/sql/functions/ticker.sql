@@ -65,10 +65,10 @@ begin
         end if;
         if not i_always then
             v_new := v_seq - v_last.tick_event_seq;
-            v_lag := now() - v_last.tick_time;
+            v_lag := pg_catalog.now() - v_last.tick_time;
             if v_new < 0 then
                 perform pgque.log_event('warning', 'ticker', 'event sequence below the last tick',
-                    jsonb_build_object('queue', q.queue_name, 'sequence', v_seq,
+                    pg_catalog.jsonb_build_object('queue', q.queue_name, 'sequence', v_seq,
                                        'tick_event_seq', v_last.tick_event_seq));
             end if;
             if v_new > 0 then

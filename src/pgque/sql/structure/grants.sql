@@ -36,7 +36,7 @@ begin
            and p.proname not like '\_%'
            and p.prokind in ('f', 'p')
     loop
-        execute format('grant execute on %s %s to pgque_admin',
+        execute pg_catalog.format('grant execute on %s %s to pgque_admin',
                        case when (select prokind from pg_catalog.pg_proc where oid = v_fn) = 'p'
                             then 'procedure' else 'function' end,
                        v_fn);
@@ -187,7 +187,7 @@ begin
             pg_catalog.to_regprocedure('pgque.uninstall()')]) f
          where f is not null
     loop
-        execute format('revoke execute on function %s from pgque_admin', v_fn);
+        execute pg_catalog.format('revoke execute on function %s from pgque_admin', v_fn);
     end loop;
 end
 $owner_only$;

@@ -11,7 +11,7 @@ begin
     foreach v_role in array array['pgque_reader', 'pgque_writer', 'pgque_admin'] loop
         if not exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
             begin
-                execute format('create role %I nologin', v_role);
+                execute pg_catalog.format('create role %I nologin', v_role);
             exception when duplicate_object or unique_violation then
                 null;
             end;
@@ -22,7 +22,7 @@ begin
     foreach v_role in array array['pgque_reader', 'pgque_writer'] loop
         if not pg_catalog.pg_has_role('pgque_admin', v_role, 'member') then
             begin
-                execute format('grant %I to pgque_admin', v_role);
+                execute pg_catalog.format('grant %I to pgque_admin', v_role);
             exception when duplicate_object or unique_violation then
                 null;
             end;

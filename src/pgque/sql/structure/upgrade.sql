@@ -33,7 +33,7 @@ begin
              where attrelid = ('pgque.' || v_fix.table_name)::regclass
                and attname = v_fix.column_name and not attisdropped)
         then
-            execute format('alter table pgque.%I add column %I %s',
+            execute pg_catalog.format('alter table pgque.%I add column %I %s',
                            v_fix.table_name, v_fix.column_name, v_fix.definition);
             v_fixes := v_fixes + 1;
         end if;
