@@ -50,6 +50,10 @@ COMMAND = "python tools/async_to_sync.py"
 PAIRS: dict[str, str] = {
     "src/pgque/async_client.py": "src/pgque/client.py",
     "src/pgque/async_producer.py": "src/pgque/producer.py",
+    "src/pgque/async_consumer.py": "src/pgque/consumer.py",
+    "src/pgque/async_multi_consumer.py": "src/pgque/multi_consumer.py",
+    "src/pgque/_async_settle.py": "src/pgque/_settle.py",
+    "src/pgque/_async_runner.py": "src/pgque/_runner.py",
 }
 
 #: Names renamed besides the ``AsyncX`` -> ``X`` rule.
@@ -60,6 +64,7 @@ NAMES: dict[str, str] = {
     "_async_settle": "_settle",
     "async_client": "client",
     "async_consumer": "consumer",
+    "async_multi_consumer": "multi_consumer",
     "async_producer": "producer",
     "asynccontextmanager": "contextmanager",
     "connect_async": "connect",

@@ -4,13 +4,15 @@ Install the schema into a database with :func:`install` (the SQL ships inside
 this package as one file, ``pgque/sql/pgque.sql``), send and receive with
 :func:`connect` / :class:`PgqueClient` (asyncio: :func:`connect_async`), send
 from many threads or tasks with :class:`Producer` / :class:`AsyncProducer`,
-run handlers with :class:`Consumer`, and tick without pg_cron with
+run handlers with :class:`Consumer` / :class:`AsyncConsumer` (several queues
+by priority: :class:`MultiQueueConsumer`), and tick without pg_cron with
 :class:`Ticker`.
 """
 
 from pgque._version import __version__
 from pgque.async_client import AsyncPgqueClient, connect_async
 from pgque.async_consumer import AsyncConsumer
+from pgque.async_multi_consumer import AsyncMultiQueueConsumer
 from pgque.async_producer import AsyncProducer, AsyncProducerBatch
 from pgque.client import PgqueClient, connect
 from pgque.consumer import Consumer, ConsumerGaveUp
@@ -46,6 +48,7 @@ from pgque.ticker import Ticker
 
 __all__ = [
     "AsyncConsumer",
+    "AsyncMultiQueueConsumer",
     "AsyncPgqueClient",
     "AsyncProducer",
     "AsyncProducerBatch",

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Literal
 
 __all__ = [
@@ -47,7 +47,7 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     return event.is_set()
 
 
-async def run_lanes(calls: list[Callable[[], Awaitable[None]]], limit: int) -> None:
+async def run_lanes(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -> None:
     """Run the calls as tasks, at most ``limit`` at once; wait for all of them, then
     raise the first error."""
     slots = asyncio.Semaphore(limit)

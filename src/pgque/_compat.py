@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -38,7 +38,7 @@ def wait_event(event: threading.Event, timeout: float) -> bool:
     return event.wait(timeout)
 
 
-def run_lanes(calls: list[Callable[[], None]], limit: int) -> None:
+def run_lanes(calls: Sequence[Callable[[], None]], limit: int) -> None:
     """Run the calls in threads, at most ``limit`` at once; wait for all of them, then
     raise the first error."""
     with ThreadPoolExecutor(min(limit, len(calls)), thread_name_prefix="pgque-worker") as pool:

@@ -1,7 +1,9 @@
 """The rules :class:`pgque.Consumer` and :class:`pgque.AsyncConsumer` share (no database I/O).
 
-* **Retry delays** are seconds from 0 to :data:`MAX_RETRY_AFTER` (``pgque.nack``
-  refuses more than 100 years), checked where they are given.
+Their options and checks are in :mod:`pgque._consumer_options`.
+
+* **Retry delays**: :func:`retry_delay` (the handler's choice, the backoff,
+  or ``retry_after``).
 * **Reconnecting**: :class:`Backoff` waits 100 ms doubling to 30 s (with 20 %
   jitter) and starts again after every successful poll.
 * **Settling**: a nack the server refuses dead-letters the message with the
@@ -26,6 +28,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg_pool import ConnectionPool
 
 from pgque.errors import (
     PgqueConnectionError,
@@ -41,18 +44,15 @@ if TYPE_CHECKING:
     from pgque.message import Message
 
 __all__ = [
-    "ALL_MESSAGES",
-    "MAX_RETRY_AFTER",
+    "BACKOFF_CAP",
+    "BACKOFF_START",
+    "WAIT_SLICE",
     "Backoff",
+    "ConnectionAbandoned",
     "ConsumerGaveUp",
     "SettleFailed",
     "SettleFailures",
     "TickerSwitch",
-    "check_backoff",
-    "check_count",
-    "check_delay",
-    "check_handler",
-    "check_options",
     "config_unreadable",
     "describe",
     "is_connection_error",
@@ -63,22 +63,26 @@ __all__ = [
     "settle_refused",
     "setup_error",
     "setup_problem",
+    "ticker_source",
     "ticker_wanted",
 ]
 
-#: ``max_messages`` meaning "the whole batch".
-ALL_MESSAGES = 2_147_483_647
-#: The longest retry delay in seconds: ``pgque.nack``'s bound of 100 years, as
-#: PostgreSQL compares intervals (a year of 360 days).
-MAX_RETRY_AFTER = 3_110_400_000
+#: The first pause before reconnecting (or retrying a batch that was not settled).
 BACKOFF_START = 0.1
+#: The longest such pause.
 BACKOFF_CAP = 30.0
-_RANGE = f"from 0 to {MAX_RETRY_AFTER} (100 years)"
+#: The longest a wait goes without looking at the stop flag.
+WAIT_SLICE = 0.5
 
 
 class ConsumerGaveUp(PgqueError):
     """The consumer cannot go on (handler threads that will not stop, or batches it
     cannot settle): see the message, then restart it."""
+
+
+class ConnectionAbandoned(PgqueConnectionError):
+    """A transactional handler outlived its timeout: the batch's connection was closed
+    under it (the batch rolls back), so the consumer reconnects."""
 
 
 class SettleFailed(Exception):
@@ -92,108 +96,6 @@ class SettleFailed(Exception):
 
 
 # -- retry delays ---------------------------------------------------------------
-
-
-def check_delay(name: str, value: object) -> float:
-    """``value`` as seconds of delay, or an error naming ``name`` and the range."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds {_RANGE}, got {value!r}")
-    if not 0 <= value <= MAX_RETRY_AFTER:  # NaN fails this too
-        raise ValueError(f"{name} must be seconds {_RANGE}, got {value!r}")
-    return value
-
-
-def check_backoff(value: object) -> tuple[float, float] | None:
-    """``retry_backoff`` as ``(base, cap)`` seconds, or an error saying what is allowed."""
-    if value is None:
-        return None
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"retry_backoff must be (base, cap) in seconds, got {value!r}")
-    wanted = f"retry_backoff must be (base, cap) with base <= cap, each seconds {_RANGE}"
-    try:
-        base, cap = (check_delay("retry_backoff", v) for v in value)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{wanted}, got {value!r}") from None
-    if base > cap:
-        raise ValueError(f"{wanted}, got {value!r}")
-    return (base, cap)
-
-
-def check_count(name: str, value: object) -> int:
-    """``value`` as a positive integer, or an error naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def check_options(
-    dsn: object,
-    *,
-    poll_interval: float,
-    max_messages: int,
-    retry_after: float,
-    unknown_handler_policy: str,
-    subconsumer: str | None,
-    dead_interval: str | None,
-    ticker: bool | str,
-    concurrency: int,
-    rate_limit: float | None,
-    max_batch_time: float | None,
-    shutdown_timeout: float,
-    retry_backoff: tuple[float, float] | None,
-    max_settle_failures: int,
-    subscribe: bool,
-) -> tuple[float, float] | None:
-    """Check the options both consumers take; returns the checked ``retry_backoff``."""
-    if isinstance(dsn, (psycopg.Connection, psycopg.AsyncConnection)) and not dsn.autocommit:
-        raise ValueError(
-            "the consumer needs an autocommit connection (it opens and commits"
-            " each batch's transaction itself)"
-        )
-    if unknown_handler_policy not in ("nack", "ack"):
-        raise ValueError(
-            f"unknown_handler_policy must be 'nack' or 'ack', got {unknown_handler_policy!r}"
-        )
-    if dead_interval is not None and subconsumer is None:
-        raise ValueError("dead_interval needs subconsumer= (it applies to cooperative members)")
-    if poll_interval <= 0:
-        raise ValueError(f"poll_interval must be > 0, got {poll_interval}")
-    if max_messages < 1:
-        raise ValueError(f"max_messages must be >= 1, got {max_messages}")
-    if ticker not in (True, False, "auto"):
-        raise ValueError(f"ticker must be True, False or 'auto', got {ticker!r}")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    if rate_limit is not None and rate_limit <= 0:
-        raise ValueError(f"rate_limit must be > 0 messages/s, got {rate_limit}")
-    for option, value in (("max_batch_time", max_batch_time),
-                          ("shutdown_timeout", shutdown_timeout)):  # fmt: skip
-        if value is not None and value < 0:
-            raise ValueError(f"{option} must be >= 0 seconds, got {value}")
-    check_delay("retry_after", retry_after)
-    check_count("max_settle_failures", max_settle_failures)
-    if not isinstance(subscribe, bool):
-        raise TypeError(f"subscribe must be True or False, got {subscribe!r}")
-    return check_backoff(retry_backoff)
-
-
-def check_handler(
-    concurrency: int, transactional: bool, timeout: float | None, ordered_by: str | None
-) -> None:
-    """Check the options of ``consumer.on(...)``."""
-    if transactional and concurrency > 1:
-        raise ValueError(
-            "transactional handlers need concurrency=1: they share the batch's connection"
-        )
-    if timeout is not None and timeout <= 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-    from pgque.message import Message  # here: pgque.message imports this module
-
-    fields = [f for f in Message.__dataclass_fields__ if not f.startswith("_")]
-    if ordered_by is not None and ordered_by not in fields:
-        raise ValueError(f"ordered_by must be a Message field such as 'extra1', got {ordered_by!r}")
 
 
 def retry_delay(
@@ -446,6 +348,12 @@ def scheduler_absent(row: tuple[Any, ...] | None) -> bool:
     """Whether ``ticker="auto"`` runs a ticker, from the ``scheduler`` query's row:
     yes unless pgque.config shows a scheduler or its jobs."""
     return row is None or all(value is None for value in row[:3])
+
+
+def ticker_source(source: object) -> Any:
+    """What an in-process Ticker can connect with: a connection string or a (threaded)
+    pool; None for an async pool or a connection (they carry the batches)."""
+    return source if isinstance(source, (str, ConnectionPool)) else None
 
 
 def ticker_wanted(setting: bool | str, row: tuple[Any, ...] | None) -> bool:

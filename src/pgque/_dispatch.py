@@ -1,6 +1,7 @@
 """How one batch's messages reach their handlers: outcomes, lanes, limits.
 
-Handlers run (in this thread, or in worker threads with ``concurrency``) and
+Handlers run (one after another, or in lanes with ``concurrency``: threads
+for :class:`pgque.Consumer`, tasks for :class:`pgque.AsyncConsumer`) and
 leave an :class:`Outcome` per message; the consumer then settles every
 outcome on the batch's connection, in message order, and acks the batch.
 Only transactional handlers touch the connection themselves, one at a time.
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from pgque.message import Message
 
-__all__ = ["Deadline", "HandlerSpec", "Outcome", "RateLimiter", "lanes"]
+__all__ = ["Deadline", "HandlerSpec", "Outcome", "RateLimiter", "decided", "lanes"]
 
 
 @dataclass
@@ -58,21 +59,17 @@ class RateLimiter:
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
-    def acquire(self, stop: threading.Event | None = None) -> None:
-        """Wait for one token (returns early when ``stop`` is set)."""
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                wait = (1 - self._tokens) / self.rate
-            if stop is not None and stop.wait(wait):
-                return
-            if stop is None:
-                time.sleep(wait)
+    def wait_time(self) -> float:
+        """Take a token and return 0.0, or return the seconds until one is there (then
+        ask again); safe from several threads."""
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return 0.0
+            return (1 - self._tokens) / self.rate
 
 
 @dataclass
@@ -89,6 +86,14 @@ class Deadline:
         """Move the deadline to at most ``seconds`` from now."""
         candidate = time.monotonic() + seconds
         self.at = candidate if self.at is None else min(self.at, candidate)
+
+
+def decided(msg: Message) -> Outcome | None:
+    """What the handler decided with ``msg.nack()`` or ``msg.dead_letter()`` (None: nothing)."""
+    if msg._decision is None:
+        return None
+    action, retry_after, reason = msg._decision
+    return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
 
 
 def lanes(

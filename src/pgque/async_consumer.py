@@ -1,63 +1,138 @@
-"""The asyncio twin of :class:`pgque.Consumer`: ``async def`` handlers.
+"""The consumer: a loop that receives batches and awaits your handlers.
 
-Same options and rules as the threaded consumer (see :mod:`pgque.consumer`):
-one transaction from receive to ack, a NOTIFY wakeup on a separate
-connection, nack on handler errors (a refused nack dead-letters the message),
-reconnect with backoff, setup errors raised at once, the ticker decided on
-every connection, graceful stop; the shared rules are in
+Each poll is one transaction from receive to ack on the consumer's
+connection: the subscription row stays locked meanwhile, so two processes
+running the same consumer name never work on one batch (scale out with
+``subconsumer=``), and a crash rolls the batch back for the next poll. A
+handler that raises gets its message nacked (retried after
+``retry_after`` seconds, dead-lettered after the queue's max retries); the
+batch is acked when every message was handled or nacked.
+
+Between polls the consumer waits for a NOTIFY on ``pgque_<queue>`` (sent by
+every tick) on a separate listening connection, or ``poll_interval``
+seconds at most. Connection errors never end the loop: it reconnects with
+backoff (100 ms doubling to 30 s, with jitter, from 100 ms again after a
+successful poll) and polls at once; a setup error (no subscription, no
+queue) ends it at once. Whether to run a ticker, and whether to subscribe,
+are decided on every (re)connection. The loop is :mod:`pgque._async_runner`'s,
+settling :mod:`pgque._async_settle`'s; the options are checked by
+:mod:`pgque._consumer_options` and the shared rules are in
 :mod:`pgque._consumer_policy`.
-Differences that follow from asyncio: ``concurrency`` runs handlers as tasks,
-and a handler ``timeout`` cancels the handler's task (nothing is abandoned).
-Its OpenTelemetry spans and metrics are the threaded consumer's.
+
+Stopping (``stop()``, SIGTERM or SIGINT) ends the loop after the current
+batch; a batch that does not finish within ``shutdown_timeout`` is rolled
+back and comes again to the next consumer. A second signal stops at once,
+rolling the batch back.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
+import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
 from opentelemetry import trace
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
 from pgque import tracing
-from pgque._dispatch import Deadline, HandlerSpec, Outcome, lanes
+from pgque._acompat import ASYNC, Event, call_with_timeout, run_lanes, wait_event
+from pgque._async_runner import AsyncRunner, setup_errors
+from pgque._async_settle import AsyncSettler
+from pgque._consumer_options import (
+    ALL_MESSAGES,
+    ConsumerOptions,
+    ConsumerSettings,
+    check_handler,
+    check_source,
+)
+from pgque._consumer_policy import ConnectionAbandoned, ConsumerGaveUp
+from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._queries import query
-from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
+from pgque.async_client import AsyncPgqueClient
 from pgque.message import Message
 from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
-__all__ = ["AsyncConsumer"]
+__all__ = ["AsyncConsumer", "ConsumerGaveUp"]
 
-logger = logging.getLogger("pgque")
-
-AsyncHandler = Callable[..., Awaitable[Any]]
-AH = TypeVar("AH", bound=AsyncHandler)
-
-_ALL_MESSAGES = policy.ALL_MESSAGES
-_WAIT_SLICE = 0.5
+Handler = Callable[..., Awaitable[Any]]
+H = TypeVar("H", bound=Handler)
 
 
 class _BatchAborted(Exception):
-    """Raised inside the batch transaction to roll it back."""
+    """Raised inside the batch transaction to roll it back (a stop past its timeout)."""
 
 
-class AsyncConsumer:
-    """Receives a queue's batches and awaits a handler per message.
+class AsyncConsumer(ConsumerSettings):
+    """Receives a queue's batches and dispatches each message to a handler by type.
 
-    Arguments as :class:`pgque.Consumer`; handlers are coroutine functions,
-    and ``dsn`` may be a connection string, a
-    ``psycopg_pool.AsyncConnectionPool`` or an autocommit
-    ``psycopg.AsyncConnection`` of yours (same rules as the threaded
-    consumer's pool and connection; the in-process ticker then needs
-    ``listen_dsn``). Run it with ``await consumer.start()`` and end it with
-    ``consumer.stop()``.
+    The constructor only checks and stores its arguments; no database work
+    happens until :meth:`start`. The consumer does not subscribe itself
+    unless ``subscribe=True``: ``pgque subscribe QUEUE NAME`` first (in
+    cooperative mode ``receive_coop`` registers the member). Every option
+    is an attribute too (``consumer.retry_after``), checked when set.
+
+    Args:
+        dsn: Connection string, used as given; or a ``psycopg_pool.AsyncConnectionPool``
+            to take the batch connection from; or an autocommit
+            ``psycopg.AsyncConnection`` of yours to run the batches on (never
+            closed by the consumer; if it breaks, :meth:`start` raises
+            :class:`~pgque.errors.PgqueConnectionError` instead of
+            reconnecting). Pooled and given connections never listen: give
+            ``listen_dsn`` for NOTIFY wakeups (and for the ticker), else it polls.
+        queue: The queue to consume.
+        name: The consumer (subscription) name.
+        poll_interval: Longest wait between polls without a NOTIFY, in
+            seconds. Defaults to 30.
+        max_messages: Messages read per receive call; a larger batch is read
+            to the end before the ack. Defaults to all of it.
+        retry_after: Seconds before a failed message is retried, from 0 to
+            3,110,400,000 (100 years, ``pgque.nack``'s bound). Defaults to 60.
+        unknown_handler_policy: ``"nack"`` (default) retries messages without a
+            handler; ``"ack"`` lets the batch ack cover them, with a warning.
+        subconsumer: Join a cooperative consumer as this member
+            (``receive_coop``); several processes then share ``name``'s stream.
+        dead_interval: With ``subconsumer``, take over batches of members idle
+            longer than this (a PostgreSQL interval such as ``"30 seconds"``).
+        listen: Wait for NOTIFY wakeups (default). ``False`` polls only, for
+            transaction-mode poolers.
+        listen_dsn: Connection string for the listening connection (to listen
+            past a pooler); defaults to ``dsn``.
+        ticker: ``"auto"`` (default) runs an in-process :class:`~pgque.Ticker`
+            unless ``pgque.config`` shows a scheduler (pg_cron, pg_timetable);
+            ``True`` always, ``False`` never.
+        concurrency: Handle up to this many messages of a batch at once, in
+            tasks; the batch is acked when all are done. Defaults to 1.
+            Not with transactional handlers (they share the batch's connection).
+        rate_limit: At most this many messages a second (a token bucket with
+            a burst of one second's worth; the batch stays open while
+            throttled). Defaults to no limit.
+        max_batch_time: Seconds one batch may take; messages not yet handled
+            by then are nacked and the batch is acked, so a slow batch never
+            holds rotation forever. Defaults to no limit.
+        shutdown_timeout: Seconds the current batch gets to finish after a
+            stop; past it the batch is rolled back (and redelivered).
+            Defaults to 30.
+        retry_backoff: ``(base, cap)`` seconds: a failed message is retried
+            after ``min(cap, base * 2 ** retry_count)`` instead of the fixed
+            ``retry_after``. Defaults to off.
+        max_abandoned: How many handlers that outlive their ``timeout`` (a
+            thread cannot be killed; a task that ignores its cancellation)
+            the consumer tolerates before it exits with
+            :class:`ConsumerGaveUp` for its supervisor to restart it.
+            Defaults to 10.
+        max_settle_failures: How many batches in a row may fail to settle (a
+            dead letter or the ack refused by the server; each is rolled back
+            and tried again after a growing pause) before :meth:`start`
+            raises :class:`ConsumerGaveUp`. Defaults to 5.
+        subscribe: Subscribe the consumer (or, with ``subconsumer``, the
+            member) on every connection, if it is not yet. Defaults to False:
+            a consumer that is not subscribed makes :meth:`start` raise
+            :class:`~pgque.errors.PgqueConsumerNotFound`.
     """
 
     def __init__(
@@ -67,7 +142,7 @@ class AsyncConsumer:
         queue: str,
         name: str,
         poll_interval: float = 30,
-        max_messages: int = _ALL_MESSAGES,
+        max_messages: int = ALL_MESSAGES,
         retry_after: float = 60,
         unknown_handler_policy: str = "nack",
         subconsumer: str | None = None,
@@ -84,46 +159,38 @@ class AsyncConsumer:
         max_settle_failures: int = 5,
         subscribe: bool = False,
     ) -> None:
-        retry_backoff = policy.check_options(
-            dsn, poll_interval=poll_interval, max_messages=max_messages,
+        check_source(dsn)
+        self.dsn = dsn
+        self.options = ConsumerOptions(
+            queue=queue, name=name, poll_interval=poll_interval, max_messages=max_messages,
             retry_after=retry_after, unknown_handler_policy=unknown_handler_policy,
-            subconsumer=subconsumer, dead_interval=dead_interval, ticker=ticker,
-            concurrency=concurrency, rate_limit=rate_limit, max_batch_time=max_batch_time,
+            subconsumer=subconsumer, dead_interval=dead_interval,
+            # a pooled or given connection never listens (it carries the batches)
+            listen=listen and (isinstance(dsn, str) or listen_dsn is not None),
+            listen_dsn=listen_dsn, ticker=ticker, concurrency=concurrency,
+            rate_limit=rate_limit, max_batch_time=max_batch_time,
             shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
-            max_settle_failures=max_settle_failures, subscribe=subscribe,
+            max_abandoned=max_abandoned, max_settle_failures=max_settle_failures,
+            subscribe=subscribe,
         )  # fmt: skip
-        if not isinstance(dsn, str) and listen_dsn is None:
-            listen = False  # a pooled or given connection never listens
-        self.dsn, self.queue, self.name = dsn, queue, name
-        self.poll_interval, self.max_messages, self.retry_after = (
-            poll_interval, max_messages, retry_after,
-        )  # fmt: skip
-        self.subconsumer, self.dead_interval = subconsumer, dead_interval
-        self.listen, self.listen_dsn, self.ticker = listen, listen_dsn, ticker
-        self.concurrency, self.max_batch_time = concurrency, max_batch_time
-        self.shutdown_timeout, self.retry_backoff = shutdown_timeout, retry_backoff
-        self.max_abandoned, self.max_settle_failures = max_abandoned, max_settle_failures
-        self.subscribe = subscribe
-        self.rate_limit = rate_limit
-        self._policy = unknown_handler_policy
-        self._handlers: dict[str, HandlerSpec] = {}
-        self._stop = asyncio.Event()
-        self._hard_stop = asyncio.Event()
-        self._deadline = Deadline()
-        self._observed = (False, False)  # (tracing, metering), set per batch
-        self._next_token = 0.0
         self._log = logging.getLogger(f"pgque.consumer.{name}")
-        self._backoff = policy.Backoff()
+        self._handlers: dict[str, HandlerSpec] = {}
+        self._stop = Event()
+        self._hard_stop = Event()
+        self._batch_deadline = Deadline()
+        self._observed = (False, False)  # (tracing, metering), set per batch
+        self._abandoned = 0
         self._settles = policy.SettleFailures(max_settle_failures)
-        # The ticker is threaded: it needs a connection string.
-        source = dsn if isinstance(dsn, str) else listen_dsn
-        self._ticker = policy.TickerSwitch(source, self._log, name)
+        self._rate: RateLimiter | None = None
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
         #: How many times the consumer reconnected after a database error.
         self.reconnects = 0
         #: True while the LISTEN connection is up.
         self.listening = False
+        self.reset()
+
+    # -- handlers --------------------------------------------------------------
 
     def on(
         self,
@@ -132,192 +199,169 @@ class AsyncConsumer:
         transactional: bool = False,
         timeout: float | None = None,
         ordered_by: str | None = None,
-    ) -> Callable[[AH], AH]:
-        """Register the decorated coroutine function for messages of ``type`` (``"*"``: any).
+    ) -> Callable[[H], H]:
+        """Register the decorated function for messages of ``type`` (``"*"``: any other).
 
-        Options as :meth:`pgque.Consumer.on`; a ``timeout`` cancels the handler.
+        The function (a coroutine function) is called with the
+        :class:`~pgque.Message` (and, when ``transactional``, the batch's
+        connection as second argument) and is returned unchanged.
+
+        Args:
+            type: The message type, or ``"*"`` for every type without a handler.
+            transactional: Pass the batch's connection: the handler's writes
+                commit with the ack, or roll back with a failure (exactly-once
+                for work in the same database).
+            timeout: Seconds the handler may run; past them its message is
+                nacked. A task is cancelled; a thread cannot be killed, so it
+                is abandoned (see ``max_abandoned``). A transactional handler
+                that still runs has its connection closed (rolling the batch
+                back) and the consumer reconnects.
+            ordered_by: A message attribute (e.g. ``"extra1"``): messages with
+                the same value are handled one after another, in order, even
+                with ``concurrency``. A nacked message comes back after later
+                messages of its key.
         """
-        policy.check_handler(self.concurrency, transactional, timeout, ordered_by)
+        check_handler(self.concurrency, transactional, timeout, ordered_by)
 
-        def register(handler: AH) -> AH:
-            is_async = asyncio.iscoroutinefunction(handler)  # kept apart: no type narrowing
-            if not is_async:
-                raise TypeError(f"AsyncConsumer handlers must be async functions: {handler!r}")
+        def register(handler: H) -> H:
+            if ASYNC:
+                is_async = inspect.iscoroutinefunction(handler)  # apart: no type narrowing
+                if not is_async:
+                    raise TypeError(f"AsyncConsumer handlers must be async functions: {handler!r}")
             self._handlers[type] = HandlerSpec(handler, transactional, timeout, ordered_by)
             return handler
 
         return register
 
+    def _handler_for(self, msg: Message) -> HandlerSpec | None:
+        return self._handlers.get(msg.type or "") or self._handlers.get("*")
+
+    # -- running ---------------------------------------------------------------
+
     def stop(self, *, now: bool = False) -> None:
-        """Ask the loop to stop after the current batch (``now``: roll it back)."""
+        """Ask the loop to stop; it acts within half a second.
+
+        The current batch gets ``shutdown_timeout`` seconds to finish; with
+        ``now=True`` it is rolled back at the next message. Call it from the
+        consumer's own thread or event loop (a threaded consumer's also from
+        any thread).
+        """
         if not self._stop.is_set():
-            self._deadline.tighten(self.shutdown_timeout)
+            self._batch_deadline.tighten(self.shutdown_timeout)
         self._stop.set()
         if now:
             self._hard_stop.set()
-            self._deadline.tighten(0)
+            self._batch_deadline.tighten(0)
 
     @property
     def stopping(self) -> bool:
         """True once :meth:`stop` was called."""
         return self._stop.is_set()
 
-    async def start(self) -> None:
-        """Consume until :meth:`stop`; raises as :meth:`pgque.Consumer.start` does."""
+    def reset(self) -> None:
+        """Forget an earlier :meth:`stop` and the count of failed settles (:meth:`start`
+        does this), to drive the consumer again with :meth:`poll`."""
         self._stop.clear()
         self._hard_stop.clear()
-        self._backoff.reset()
         self._settles = policy.SettleFailures(self.max_settle_failures)
-        with self._ticker:
-            while not self._stop.is_set():
-                try:
-                    await self._session()
-                except (psycopg.Error, PgqueError) as exc:
-                    given = isinstance(self.dsn, psycopg.AsyncConnection) and self.dsn.closed
-                    pause = policy.recover(
-                        exc, self._backoff, self._log, self.name, given_closed=given
-                    )
-                    self.reconnects += 1
-                    self.listening = False
-                    await self._wait(pause)
+        self._rate = RateLimiter(self.rate_limit) if self.rate_limit is not None else None
 
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """The batch connection: a new one from the DSN, one borrowed from the pool, or yours."""
-        if isinstance(self.dsn, psycopg.AsyncConnection):
-            if self.dsn.closed:
-                raise PgqueConnectionError(
-                    f"consumer {self.name}: its connection is closed; give it a new one"
-                )
-            yield self.dsn
-            return
-        if isinstance(self.dsn, AsyncConnectionPool):
-            async with self.dsn.connection() as conn:
-                autocommit = conn.autocommit
-                await conn.set_autocommit(True)  # transactions are explicit
-                try:
-                    yield conn
-                finally:
-                    if not conn.closed:
-                        await conn.set_autocommit(autocommit)
-            return
-        conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-        try:
-            yield conn
-        finally:
-            await conn.close()
+    async def start(self) -> None:
+        """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread).
 
-    async def _wants_ticker(self, conn: psycopg.AsyncConnection[Any]) -> bool:
-        """The ``ticker`` option decided on ``conn`` (``"auto"`` reads pgque.config)."""
-        if isinstance(self.ticker, bool):
-            return self.ticker
-        try:
-            cur = await conn.execute(query("scheduler"))
-            return policy.ticker_wanted(self.ticker, await cur.fetchone())
-        except psycopg.Error as exc:
-            return policy.config_unreadable(exc, self._log, self.name)
+        Raises:
+            PgqueConsumerNotFound: Not subscribed (the message says what to run).
+            PgqueQueueNotFound: The queue does not exist.
+            PgqueNotInstalledError: pgque is not installed in the database.
+            ConsumerGaveUp: See ``max_settle_failures`` and ``max_abandoned``.
+            PgqueConnectionError: The connection you gave broke.
+        """
+        self.reset()
+        await AsyncRunner([self], stop=self._stop, owner=self).run()
 
-    async def _session(self) -> None:
-        async with self._connection() as conn:
-            try:
-                await self._subscribe(conn)
-                self._ticker.set(await self._wants_ticker(conn))  # decided on every connection
-                await self._session_on(conn)
-            except (psycopg.Error, PgqueError) as exc:
-                if (problem := policy.setup_problem(exc)) is None:
-                    raise
-                exists = await self._queue_exists(conn)
-                raise policy.setup_error(problem, exc, self.queue, self.name, exists) from exc
+    async def prepare(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Get ready to consume on a new connection: with ``subscribe=True``, subscribe.
 
-    async def _subscribe(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """With ``subscribe=True``: subscribe (again) on this connection."""
-        if self.subscribe and self.subconsumer is None:
-            await conn.execute(query("subscribe"), (self.queue, self.name))
-        elif self.subscribe:
-            await conn.execute(
-                query("subscribe_subconsumer"), (self.queue, self.name, self.subconsumer)
-            )
+        For loops of your own around :meth:`poll`; :meth:`start` calls it on
+        every (re)connection.
 
-    async def _queue_exists(self, conn: psycopg.AsyncConnection[Any]) -> bool | None:
-        """Whether the queue exists (None: cannot tell), to word a setup error."""
-        try:
-            row = await (await conn.execute(query("queue_exists"), (self.queue,))).fetchone()
-        except psycopg.Error:
-            return None
-        return bool(row and row[0])
+        Raises:
+            PgqueError: A setup error, saying what to do (as :meth:`start`).
+        """
+        async with setup_errors(conn, self.queue, self.name):
+            if self.subscribe and self.subconsumer is None:
+                await conn.execute(query("subscribe"), (self.queue, self.name))
+            elif self.subscribe:
+                params = (self.queue, self.name, self.subconsumer)
+                await conn.execute(query("subscribe_subconsumer"), params)
 
-    async def _session_on(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        listener = None
-        try:
-            if self.listen:
-                dsn = self.listen_dsn or self.dsn
-                assert isinstance(dsn, str)  # pooled and given connections never listen
-                listener = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-                await listener.execute(
-                    sql.SQL("listen {}").format(sql.Identifier(f"pgque_{self.queue}"))
-                )
-                self.listening = True
-            while not self._stop.is_set():
-                if await self._poll_once(conn):
-                    continue
-                await self._wait_for_work(listener)
-        finally:
-            self.listening = False
-            if listener is not None:
-                await listener.close()
+    async def poll(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        """Receive one batch on ``conn``, run its handlers, settle and ack it.
 
-    async def _call(self, conn: psycopg.AsyncConnection[Any], name: str, *params: Any) -> Any:
-        try:
-            cur = await conn.execute(query(name), params or None)
-            return await cur.fetchall()
-        except psycopg.Error as exc:
-            raise from_database_error(exc) from exc
+        ``conn`` is an autocommit connection (each batch is a transaction of
+        its own). Returns how many messages were handled, or None when there
+        was no batch (or the consumer is stopping). A batch that could not
+        be settled is rolled back and, after a pause, its count returned;
+        one stopped past ``shutdown_timeout`` is rolled back (None).
+
+        Raises:
+            PgqueError: A setup error, saying what to do, or
+                :class:`ConsumerGaveUp`; database errors as they come.
+        """
+        async with setup_errors(conn, self.queue, self.name):
+            return await self._poll_once(conn)
 
     async def _poll_once(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
-        """Receive one batch, dispatch it, ack it; the number of messages (None: nothing).
-        A batch not settled is rolled back and, after a pause, its count returned."""
         if self._stop.is_set():
             return None
         try:
             count = await self._poll_batch(conn)
         except _BatchAborted:
-            self._log.warning("consumer %s: stopped mid-batch; batch rolled back", self.name)
+            self._log.warning(
+                "consumer %s: stopped mid-batch; the batch was rolled back for redelivery",
+                self.name,
+            )
             return None
         except policy.SettleFailed as failed:
-            await self._wait(self._settles.failed(failed.cause, self._log, self.name))
+            await wait_event(self._stop, self._settles.failed(failed.cause, self._log, self.name))
             return failed.handled
         finally:
             self.last_poll_at = time.time()
-        self._backoff.reset()  # a healthy poll: the next reconnect pause starts small
         if count:
             self._settles.succeeded()
         return count
 
     async def _poll_batch(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        client = AsyncPgqueClient(conn)
         if self.subconsumer is not None:
+            # Taking a cooperative batch locks the group: in its own short
+            # transaction, so other members are not held up while we work.
+            subconsumer = self.subconsumer
             msgs = await self._traced_receive(
-                conn, "receive_coop", self.queue, self.name, self.subconsumer,
-                self.max_messages, self.dead_interval,
+                lambda: client.receive_coop(
+                    self.queue, self.name, subconsumer,
+                    max_messages=self.max_messages, dead_interval=self.dead_interval,
+                )
             )  # fmt: skip
             if not msgs:
                 return None
             async with conn.transaction():
-                return await self._process(conn, msgs)
+                return await self._process(conn, client, msgs)
         async with conn.transaction():
             msgs = await self._traced_receive(
-                conn, "receive", self.queue, self.name, self.max_messages
+                lambda: client.receive(self.queue, self.name, self.max_messages)
             )
             if not msgs:
                 return None
-            return await self._process(conn, msgs)
+            return await self._process(conn, client, msgs)
 
     async def _traced_receive(
-        self, conn: psycopg.AsyncConnection[Any], name: str, *params: Any
+        self, receive: Callable[[], Awaitable[list[Message]]]
     ) -> list[Message]:
-        """Run a receive query inside a ``receive`` span linked to the messages' traces."""
+        """Run a receive call inside a ``receive`` span linked to the messages' traces."""
         tel = telemetry()
         with tel.operation("receive", self.queue, attributes={CONSUMER_GROUP: self.name}) as op:
-            msgs = [Message(*r) for r in await self._call(conn, name, *params)]
+            msgs = await receive()
             if msgs:
                 tel.record_consumed(self.queue, len(msgs), attributes={CONSUMER_GROUP: self.name})
             if msgs and op.span.is_recording():
@@ -328,84 +372,68 @@ class AsyncConsumer:
                         op.span.add_link(trace.get_current_span(parent).get_span_context())
         return msgs
 
-    async def _process(self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]) -> int:
+    async def _process(
+        self, conn: psycopg.AsyncConnection[Any], client: AsyncPgqueClient, msgs: list[Message]
+    ) -> int:
         batch_id = msgs[0].batch_id
         tel = telemetry()
         # Looked up once a batch (not per message): OpenTelemetry may be configured later.
         self._observed = (tel.tracing, tel.metering)
-        self._deadline = Deadline()
+        self._batch_deadline = Deadline()
         if self.max_batch_time is not None:
-            self._deadline.tighten(self.max_batch_time)
+            self._batch_deadline.tighten(self.max_batch_time)
         if self._stop.is_set():
-            self._deadline.tighten(self.shutdown_timeout)
+            self._batch_deadline.tighten(self.shutdown_timeout)
+        settler = AsyncSettler(self.queue, self.name, retry_after=self.retry_after,
+                               retry_backoff=self.retry_backoff, log=self._log)  # fmt: skip
         count = 0
         try:
             while msgs:
                 outcomes = await self._run_handlers(conn, msgs)
                 for msg, outcome in zip(msgs, outcomes, strict=True):
-                    await self._settle(conn, msg, outcome)
+                    await settler.settle(conn, msg, outcome)
                 count += len(msgs)
+                # ack finishes the whole batch: first read what receive cut off.
                 msgs = (
-                    [Message(*r) for r in await self._call(
-                        conn, "batch_rest", batch_id, batch_id, msgs[-1].msg_id)]
-                    if len(msgs) >= self.max_messages and self.max_messages < _ALL_MESSAGES
+                    await client.receive_rest(batch_id, msgs[-1].msg_id)
+                    if len(msgs) >= self.max_messages and self.max_messages < ALL_MESSAGES
                     else []
-                )  # fmt: skip
-            acked = await self._ack(conn, batch_id)
+                )
+            await settler.ack(client, batch_id)
         except policy.SettleFailed as failed:
             failed.handled = count + len(msgs)
             raise
-        if acked == 0:
-            self._log.warning(
-                "pgque: ack batch %s returned 0 -- stale or double ack"
-                " (batch already finished or not found)",
-                batch_id,
-            )
         return count
 
-    async def _ack(self, conn: psycopg.AsyncConnection[Any], batch_id: int) -> int:
-        """Ack the batch; a refusal (not a lost connection) is a failed settle."""
-        try:
-            return await self._traced_ack(conn, batch_id)
-        except PgqueError as exc:
-            if policy.is_connection_error(exc):
-                raise
-            raise policy.SettleFailed(exc) from exc
-
-    async def _traced_ack(self, conn: psycopg.AsyncConnection[Any], batch_id: int) -> int:
-        attributes = {CONSUMER_GROUP: self.name}
-        with telemetry().operation("ack", self.queue, attributes=attributes):
-            return int((await self._call(conn, "ack", batch_id))[0][0])
+    # -- handlers at work --------------------------------------------------------
 
     async def _run_handlers(
         self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]
     ) -> list[Outcome]:
+        """An outcome per message, in message order."""
         results: dict[int, Outcome] = {}
         if self.concurrency == 1:
             for msg in msgs:
                 results[id(msg)] = await self._outcome(conn, msg)
             return [results[id(m)] for m in msgs]
-        slots = asyncio.Semaphore(self.concurrency)
 
         async def run_lane(lane: list[Message]) -> None:
-            async with slots:
-                for msg in lane:
-                    results[id(msg)] = await self._outcome(None, msg)
+            for msg in lane:
+                results[id(msg)] = await self._outcome(None, msg)
 
-        await asyncio.gather(*(run_lane(lane) for lane in lanes(msgs, self._handlers_get)))
+        calls = [functools.partial(run_lane, lane) for lane in lanes(msgs, self._handler_for)]
+        await run_lanes(calls, self.concurrency)  # re-raises _BatchAborted from a lane
         return [results[id(m)] for m in msgs]
 
-    def _handlers_get(self, msg: Message) -> HandlerSpec | None:
-        return self._handlers.get(msg.type or "") or self._handlers.get("*")
-
     async def _outcome(self, conn: psycopg.AsyncConnection[Any] | None, msg: Message) -> Outcome:
-        if self._hard_stop.is_set() or (self._stop.is_set() and self._deadline.passed()):
+        """Run the message's handler and say what became of the message."""
+        if self._hard_stop.is_set() or (self._stop.is_set() and self._batch_deadline.passed()):
             raise _BatchAborted
-        if self._deadline.passed():
+        if self._batch_deadline.passed():
             return Outcome("nack", reason="max_batch_time exceeded")
-        spec = self._handlers_get(msg)
+        spec = self._handler_for(msg)
         if spec is None:
-            if self._policy == "ack":
+            if self.unknown_handler_policy == "ack":
                 self._log.warning(
                     "no handler for event type=%s ev_id=%s; acking", msg.type, msg.msg_id
                 )
@@ -414,7 +442,10 @@ class AsyncConsumer:
                 "no handler for event type=%s ev_id=%s; nacking", msg.type, msg.msg_id
             )
             return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
-        await self._throttle()
+        if self._rate is not None:
+            while (pause := self._rate.wait_time()) > 0:
+                if await wait_event(self._hard_stop, pause):
+                    break
         tel = telemetry()
         traced, measured = self._observed
         started = time.perf_counter()
@@ -426,10 +457,10 @@ class AsyncConsumer:
                               context=tracing.extract(msg.extra1, msg.extra4), attributes={
                     MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
                 }):  # fmt: skip
-                    await self._call_handler(conn, spec, msg)
+                    await self._call(conn, spec, msg)
             else:  # nothing is created per message when nobody listens
-                await self._call_handler(conn, spec, msg)
-        except _BatchAborted:
+                await self._call(conn, spec, msg)
+        except (_BatchAborted, ConnectionAbandoned, ConsumerGaveUp):
             raise
         except Exception as exc:
             failed = error_type(exc)
@@ -439,88 +470,57 @@ class AsyncConsumer:
             if measured:
                 tel.record_process(self.queue, time.perf_counter() - started, error=failed,
                                    attributes={CONSUMER_GROUP: self.name})  # fmt: skip
-        if msg._decision is not None:
-            action, retry_after, reason = msg._decision
-            return Outcome("dead" if action == "dead" else "nack", retry_after, reason)
-        return Outcome("ack")
+        return decided(msg) or Outcome("ack")
 
-    async def _call_handler(
+    async def _call(
         self, conn: psycopg.AsyncConnection[Any] | None, spec: HandlerSpec, msg: Message
     ) -> None:
-        """Await the handler as its options say."""
+        """Call the handler as its options say."""
         if spec.transactional:
             assert conn is not None
-            async with conn.transaction():
-                await asyncio.wait_for(spec.func(msg, conn), spec.timeout)
+            await self._call_transactional(conn, spec, msg)
+        elif spec.timeout is not None:
+            name = f"pgque-handler-{msg.msg_id}"
+            state = await call_with_timeout(lambda: spec.func(msg), spec.timeout, name)
+            if state != "done":
+                self._timed_out(msg, spec.timeout, still_running=state == "running")
         else:
-            await asyncio.wait_for(spec.func(msg), spec.timeout)
+            await spec.func(msg)
 
-    async def _throttle(self) -> None:
-        if self.rate_limit is None:
-            return
-        now = time.monotonic()
-        self._next_token = max(self._next_token, now)
-        wait = self._next_token - now
-        self._next_token += 1 / self.rate_limit
-        if wait > 0:
-            await asyncio.sleep(wait)
-
-    async def _settle(
-        self, conn: psycopg.AsyncConnection[Any], msg: Message, outcome: Outcome
+    async def _call_transactional(
+        self, conn: psycopg.AsyncConnection[Any], spec: HandlerSpec, msg: Message
     ) -> None:
-        """Apply an outcome on the batch's connection (in a savepoint); a refused nack
-        dead-letters the message with the cause (see :func:`policy.settle_refused`)."""
-        if outcome.action == "ack":
-            return
-        if outcome.action == "fail":
-            raise policy.SettleFailed(PgqueError(f"msg_id={msg.msg_id} is not settled"))
-        delay = None
-        if outcome.action == "nack":
-            delay = policy.retry_delay(msg, outcome, self.retry_after, self.retry_backoff)
-        try:
-            await self._settle_in_db(conn, msg, delay, outcome.reason)
-        except Exception as exc:
-            reason = policy.settle_refused(exc, msg, delay, outcome.reason, self._log, self.name)
-            try:
-                await self._settle_in_db(conn, msg, None, reason)
-            except Exception as again:
-                policy.settle_refused(again, msg, None, reason, self._log, self.name)
-
-    async def _settle_in_db(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        msg: Message,
-        delay: float | None,
-        reason: str | None,
-    ) -> None:
-        """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
-        operation = "nack" if delay is not None else "dead_letter"
-        attributes = {CONSUMER_GROUP: self.name}
+        # A savepoint: a failing handler's writes go, the batch goes on.
         async with conn.transaction():
-            with telemetry().operation(operation, self.queue, attributes=attributes) as op:
-                op.set_message_id(msg.msg_id)
-                if delay is None:
-                    await self._call(conn, "dead_letter_event", msg.batch_id, msg.msg_id, reason)
-                else:
-                    interval = policy.retry_interval(delay)
-                    await self._call(conn, "nack_by_id", msg.batch_id, msg.msg_id, interval, reason)
-
-    async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
-        deadline = time.monotonic() + self.poll_interval
-        while not self._stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if spec.timeout is None:
+                await spec.func(msg, conn)
                 return
-            step = min(left, _WAIT_SLICE)
-            if listener is None:
-                await self._wait(step)
-                continue
-            async for _ in listener.notifies(timeout=step, stop_after=1):
-                return
+            name = f"pgque-handler-{msg.msg_id}"
+            state = await call_with_timeout(lambda: spec.func(msg, conn), spec.timeout, name)
+            if state == "stopped":
+                raise TimeoutError(f"handler exceeded {spec.timeout}s")
+            if state == "running":
+                self._log.error(
+                    "transactional handler for msg_id=%s exceeded %ss; closing the batch's"
+                    " connection (the batch rolls back) and reconnecting",
+                    msg.msg_id, spec.timeout,
+                )  # fmt: skip
+                await conn.cancel_safe()
+                await conn.close()
+                raise ConnectionAbandoned(f"handler for msg_id={msg.msg_id} timed out")
 
-    async def _wait(self, seconds: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), seconds)
+    def _timed_out(self, msg: Message, timeout: float, *, still_running: bool) -> None:
+        """A handler outlived its timeout: count it if it still runs, give up past
+        ``max_abandoned``, else raise TimeoutError (the message is nacked)."""
+        if still_running:
+            self._abandoned += 1
+            self._log.error(
+                "handler for msg_id=%s exceeded %ss and still runs: abandoned (%d of %d allowed)",
+                msg.msg_id, timeout, self._abandoned, self.max_abandoned,
+            )  # fmt: skip
+            if self._abandoned > self.max_abandoned:
+                raise ConsumerGaveUp(f"{self._abandoned} handlers timed out and are still running")
+        raise TimeoutError(f"handler exceeded {timeout}s")
 
 
 AsyncConsumer.__module__ = "pgque"

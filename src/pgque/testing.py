@@ -43,6 +43,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -54,9 +55,13 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgque._cluster import TempCluster
+from pgque._consumer_options import ALL_MESSAGES
+from pgque._consumer_policy import SettleFailed
+from pgque._dispatch import Outcome, decided
 from pgque._queries import query
+from pgque._settle import Settler
 from pgque.client import PgqueClient
-from pgque.errors import PgqueError
+from pgque.errors import PgqueError, from_database_error
 from pgque.installer import install
 from pgque.message import Message
 from pgque.producer import Producer
@@ -80,7 +85,8 @@ DSN_ENV = "PGQUE_TEST_DSN"
 #: Environment variable with the major version of the throwaway server.
 VERSION_ENV = "PGQUE_TEST_PG"
 
-_ALL_MESSAGES = 2_147_483_647
+_FAILED = "handler failed in drain()"
+_log = logging.getLogger("pgque.testing")
 
 
 class PgqueTestServer:
@@ -215,7 +221,8 @@ class PgqueTestDatabase:
         Each batch is one transaction. A handler may ``msg.nack()`` or
         ``msg.dead_letter(reason)``; nacked messages due for retry come
         back in a later round, and messages the handler sends to ``queue``
-        are drained too.
+        are drained too. Messages are settled as the consumers settle them
+        (a nack the server refuses dead-letters the message).
 
         Args:
             queue: The queue.
@@ -234,33 +241,34 @@ class PgqueTestDatabase:
             raise ValueError(f"on_error must be 'raise' or 'nack', got {on_error!r}")
         client = self.client
         conn = client.conn
+        settler = Settler(queue, consumer, retry_after=0, retry_backoff=None, log=_log)
         handled: list[Message] = []
         for _ in range(max_rounds):
             while (moved := conn.execute(query("maint_retry_events")).fetchone()) and moved[0]:
                 pass  # due retries back into the queue, a chunk per call
             self.force_tick(queue)
             with conn.transaction():
-                msgs = client.receive(queue, consumer, _ALL_MESSAGES)
+                msgs = client.receive(queue, consumer, ALL_MESSAGES)
                 if not msgs:
                     return handled
-                for msg in msgs:
-                    try:
-                        handler(msg)
-                    except Exception:
-                        if on_error == "raise":
-                            raise
-                        client.nack(msg.batch_id, msg, 0, "handler failed in drain()")
-                        continue
-                    handled.append(msg)
-                    decision = msg._decision  # set by msg.nack() / msg.dead_letter()
-                    if decision is not None and decision[0] == "nack":
-                        retry_after = decision[1] if decision[1] is not None else 0
-                        client.nack(msg.batch_id, msg, retry_after, decision[2])
-                    elif decision is not None:
-                        conn.execute(
-                            query("dead_letter_event"), (msg.batch_id, msg.msg_id, decision[2])
-                        )
-                client.ack(msgs[0].batch_id)
+                try:
+                    for msg in msgs:
+                        try:
+                            handler(msg)
+                        except Exception:
+                            if on_error == "raise":
+                                raise
+                            outcome = Outcome("nack", retry_after=0, reason=_FAILED)
+                        else:
+                            handled.append(msg)
+                            outcome = decided(msg) or Outcome("ack")
+                        settler.settle(conn, msg, outcome)  # the consumers' settle path
+                    settler.ack(client, msgs[0].batch_id)
+                except SettleFailed as failed:
+                    cause = failed.cause
+                    if isinstance(cause, psycopg.Error):
+                        raise from_database_error(cause) from cause
+                    raise cause from None
         raise PgqueError(f"drain({queue!r}, {consumer!r}) still found messages after"
                          f" {max_rounds} rounds")  # fmt: skip
 

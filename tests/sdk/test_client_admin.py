@@ -446,11 +446,9 @@ SQL_TEXT = re.compile(
 # Modules still holding SQL text of their own, and why.
 SQL_ALLOWED = {
     "installer.py": "reads the installed version before pgque's functions may exist",
-    # The consumers' LISTEN and setup checks: to move with the consumer core (issue 17, item 2).
-    "consumer.py": "",
-    "async_consumer.py": "",
-    "multi_consumer.py": "",
-    "_consumer_policy.py": "",
+    # The consumers' LISTEN: a `listen {}` template for queries.sql is still to come.
+    "_async_runner.py": "listen {}",
+    "_runner.py": "listen {}",
 }
 
 

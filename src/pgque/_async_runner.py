@@ -1,0 +1,215 @@
+"""The loop that runs consumers: connect, listen, poll by priority, wait, reconnect.
+
+:class:`AsyncRunner` runs one consumer (``AsyncConsumer.start()``) or several
+on one connection, highest priority first (``MultiQueueConsumer``), through
+the consumers' public interface: ``prepare(conn)`` on every connection,
+``poll(conn)`` for a batch, their options, ``reconnects`` and ``listening``.
+It listens for every consumer's queue on one connection, runs the
+in-process ticker (decided on every connection), installs the signal
+handlers that stop its owner, and reconnects with backoff after database
+errors; setup errors and giving up end it (:func:`pgque._consumer_policy.recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from pgque import _consumer_policy as policy
+from pgque._acompat import Event, signal_handlers, wait_event
+from pgque._queries import query
+from pgque.errors import PgqueConnectionError, PgqueError
+
+if TYPE_CHECKING:
+    from pgque.async_consumer import AsyncConsumer
+
+__all__ = ["AsyncRunner", "setup_errors"]
+
+
+class Owner(Protocol):
+    """What a runner stops on a signal: a consumer, or several consumers together."""
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop was asked for."""
+
+    def stop(self, *, now: bool = False) -> None:
+        """Ask for a stop (``now``: roll the batch back)."""
+
+
+@asynccontextmanager
+async def setup_errors(
+    conn: psycopg.AsyncConnection[Any], queue: str, name: str
+) -> AsyncIterator[None]:
+    """Turn a setup error met inside (no subscription, no queue, no pgque, no grant) into
+    one saying what to do; other errors pass as they are."""
+    try:
+        yield
+    except (psycopg.Error, PgqueError) as exc:
+        if (problem := policy.setup_problem(exc)) is None:
+            raise
+        exists = await _queue_exists(conn, queue)
+        raise policy.setup_error(problem, exc, queue, name, exists) from exc
+
+
+async def _queue_exists(conn: psycopg.AsyncConnection[Any], queue: str) -> bool | None:
+    """Whether the queue exists (None: cannot tell), to word a setup error."""
+    try:
+        cur = await conn.execute(query("queue_exists"), (queue,))
+        row = await cur.fetchone()
+    except psycopg.Error:
+        return None
+    return bool(row and row[0])
+
+
+class AsyncRunner:
+    """Runs ``consumers`` (highest priority first) on one batch connection until ``stop``
+    is set.
+
+    The first consumer's connection source, ``listen``, ``listen_dsn`` and
+    ``ticker`` options serve all; the wait between polls is the shortest
+    ``poll_interval``. After every batch the next poll starts again from the
+    first consumer.
+    """
+
+    def __init__(self, consumers: Sequence[AsyncConsumer], *, stop: Event, owner: Owner) -> None:
+        self.consumers = list(consumers)
+        self.lead = self.consumers[0]
+        self.poll_interval = min(c.poll_interval for c in self.consumers)
+        self._stop = stop
+        self._owner = owner
+        self._log = logging.getLogger(f"pgque.consumer.{self.lead.name}")
+        self._backoff = policy.Backoff()
+        source = policy.ticker_source(self.lead.listen_dsn or self.lead.dsn)
+        self._ticker = policy.TickerSwitch(source, self._log, self.lead.name)
+
+    async def run(self) -> None:
+        """Consume until the stop event is set; raises what ends consuming (see
+        :meth:`pgque.Consumer.start`)."""
+        with signal_handlers(self._on_signal), self._ticker:
+            while not self._stop.is_set():
+                try:
+                    await self._session()
+                except (psycopg.Error, PgqueError) as exc:
+                    await self._recover(exc)
+
+    def _on_signal(self, signum: int) -> None:
+        name = self.lead.name
+        if self._owner.stopping:
+            self._log.warning("consumer %s: second signal, stopping now", name)
+            self._owner.stop(now=True)
+            return
+        self._log.info("consumer %s: signal %s, stopping after this batch", name, signum)
+        self._owner.stop()
+
+    async def _recover(self, exc: BaseException) -> None:
+        """After a session ended with ``exc``: raise, or wait the reconnect pause."""
+        dsn = self.lead.dsn
+        given = isinstance(dsn, psycopg.AsyncConnection) and dsn.closed
+        pause = policy.recover(exc, self._backoff, self._log, self.lead.name, given_closed=given)
+        for consumer in self.consumers:
+            consumer.reconnects += 1
+            consumer.listening = False
+        await wait_event(self._stop, pause)
+
+    async def _session(self) -> None:
+        """One connection (and listener): poll, wait, until stopped or an error."""
+        async with self._connection() as conn:
+            for consumer in self.consumers:
+                await consumer.prepare(conn)
+            async with setup_errors(conn, self.lead.queue, self.lead.name):
+                self._ticker.set(await self._wants_ticker(conn))  # decided on every connection
+            async with self._listener() as listener:
+                while not self._stop.is_set():
+                    polled = False
+                    for consumer in self.consumers:
+                        if await consumer.poll(conn):
+                            polled = True
+                            break  # start again from the highest priority
+                    self._backoff.reset()  # a healthy poll: the next reconnect pause is short
+                    if not polled:
+                        await self._wait_for_work(listener)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The batch connection: a new one from the DSN, one borrowed from the pool, or yours."""
+        dsn = self.lead.dsn
+        if isinstance(dsn, psycopg.AsyncConnection):
+            if dsn.closed:
+                raise PgqueConnectionError(
+                    f"consumer {self.lead.name}: its connection is closed; give it a new one"
+                )
+            yield dsn
+            return
+        if isinstance(dsn, AsyncConnectionPool):
+            async with dsn.connection() as conn:
+                autocommit = conn.autocommit
+                await conn.set_autocommit(True)  # transactions are explicit: conn.transaction()
+                try:
+                    yield conn
+                finally:
+                    if not conn.closed:
+                        await conn.set_autocommit(autocommit)
+            return
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _listener(self) -> AsyncIterator[psycopg.AsyncConnection[Any] | None]:
+        """A connection LISTENing on every consumer's queue (None: poll only)."""
+        dsn = self.lead.listen_dsn or self.lead.dsn
+        if not self.lead.listen or not isinstance(dsn, str):
+            yield None
+            return
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listener:
+            for consumer in self.consumers:
+                channel = sql.Identifier(f"pgque_{consumer.queue}")
+                await listener.execute(sql.SQL("listen {}").format(channel))
+            self._set_listening(True)
+            try:
+                yield listener
+            finally:
+                self._set_listening(False)
+
+    def _set_listening(self, listening: bool) -> None:
+        for consumer in self.consumers:
+            consumer.listening = listening
+
+    async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
+        """Return on a NOTIFY, after ``poll_interval``, or soon after a stop."""
+        deadline = time.monotonic() + self.poll_interval
+        woken = False
+        if listener is not None:
+            async for _ in listener.notifies(timeout=0):
+                woken = True
+            if woken:
+                return  # wakeups arrived while we worked
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            step = min(left, policy.WAIT_SLICE)
+            if listener is None:
+                await wait_event(self._stop, step)
+                continue
+            async for _ in listener.notifies(timeout=step, stop_after=1):
+                woken = True
+            if woken:
+                return
+
+    async def _wants_ticker(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """The ``ticker`` option decided on ``conn`` (``"auto"`` reads pgque.config)."""
+        if isinstance(self.lead.ticker, bool):
+            return self.lead.ticker
+        try:
+            cur = await conn.execute(query("scheduler"))
+            return policy.ticker_wanted(self.lead.ticker, await cur.fetchone())
+        except psycopg.Error as exc:
+            return policy.config_unreadable(exc, self._log, self.lead.name)

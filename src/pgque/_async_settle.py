@@ -1,0 +1,141 @@
+"""Settling messages and batches: the one path of the consumers and ``pgque.testing``.
+
+An :class:`~pgque._dispatch.Outcome` per message is applied on the batch's
+connection, each nack or dead letter in a savepoint; a nack the server
+refuses dead-letters the message with the cause, and a refused dead letter
+or ack raises :class:`~pgque._consumer_policy.SettleFailed` (the batch is
+rolled back), as :mod:`pgque._consumer_policy` states. Every settle makes
+its OpenTelemetry span.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+
+from pgque import _consumer_policy as policy
+from pgque._dispatch import Outcome
+from pgque._queries import query
+from pgque.async_client import AsyncPgqueClient
+from pgque.errors import PgqueError
+from pgque.message import Message
+from pgque.otel import CONSUMER_GROUP, telemetry
+
+__all__ = ["AsyncSettler"]
+
+
+class AsyncSettler:
+    """Settles one consumer's messages and batches.
+
+    Args:
+        queue: The queue.
+        name: The consumer (the spans' consumer group).
+        retry_after: Seconds before a nacked message comes again, unless the
+            handler or the backoff says otherwise.
+        retry_backoff: ``(base, cap)`` for messages whose handler raised, or None.
+        log: Where refused settles are logged.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        name: str,
+        *,
+        retry_after: float,
+        retry_backoff: tuple[float, float] | None,
+        log: logging.Logger,
+    ) -> None:
+        self.queue = queue
+        self.name = name
+        self.retry_after = retry_after
+        self.retry_backoff = retry_backoff
+        self._log = log
+        self._attributes = {CONSUMER_GROUP: name}
+
+    async def settle(
+        self, conn: psycopg.AsyncConnection[Any], msg: Message, outcome: Outcome
+    ) -> None:
+        """Apply ``outcome`` to ``msg`` (an ack needs nothing until the batch's ack).
+
+        Raises:
+            SettleFailed: The message could be neither nacked nor dead-lettered.
+        """
+        if outcome.action == "ack":
+            return
+        if outcome.action == "fail":
+            raise policy.SettleFailed(PgqueError(f"msg_id={msg.msg_id} is not settled"))
+        delay = None
+        if outcome.action == "nack":
+            delay = policy.retry_delay(msg, outcome, self.retry_after, self.retry_backoff)
+        try:
+            await self._settle_in_db(conn, msg, delay, outcome.reason)
+        except Exception as exc:
+            reason = policy.settle_refused(exc, msg, delay, outcome.reason, self._log, self.name)
+            try:
+                await self._settle_in_db(conn, msg, None, reason)
+            except Exception as again:
+                policy.settle_refused(again, msg, None, reason, self._log, self.name)
+
+    async def _settle_in_db(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        msg: Message,
+        delay: float | None,
+        reason: str | None,
+    ) -> None:
+        """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
+        async with _savepoint(conn):
+            await self._execute(conn, msg, delay, reason)
+
+    async def _execute(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        msg: Message,
+        delay: float | None,
+        reason: str | None,
+    ) -> None:
+        operation = "nack" if delay is not None else "dead_letter"
+        with telemetry().operation(operation, self.queue, attributes=self._attributes) as op:
+            op.set_message_id(msg.msg_id)
+            if delay is None:
+                params: tuple[Any, ...] = (msg.batch_id, msg.msg_id, reason)
+                await conn.execute(query("dead_letter_event"), params)
+            else:
+                interval = policy.retry_interval(delay)
+                params = (msg.batch_id, msg.msg_id, interval, reason)
+                await conn.execute(query("nack_by_id"), params)
+
+    async def ack(self, client: AsyncPgqueClient, batch_id: int) -> int:
+        """Ack the batch: 1, or 0 (logged) when it was not open.
+
+        Raises:
+            SettleFailed: The server refused the ack (a lost connection raises as is).
+        """
+        try:
+            with telemetry().operation("ack", self.queue, attributes=self._attributes):
+                acked = await client.ack(batch_id)
+        except (psycopg.Error, PgqueError) as exc:
+            if policy.is_connection_error(exc):
+                raise
+            raise policy.SettleFailed(exc) from exc
+        if acked == 0:
+            self._log.warning(
+                "pgque: ack batch %s returned 0 -- stale or double ack"
+                " (batch already finished or not found)",
+                batch_id,
+            )
+        return acked
+
+
+@asynccontextmanager
+async def _savepoint(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """A savepoint when a transaction is open (a failed nack must not abort the batch)."""
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+        async with conn.transaction():
+            yield
+    else:
+        yield
