@@ -1,11 +1,18 @@
-"""Fixtures for the SDK tests: a queue with a subscribed consumer."""
+"""Fixtures for the SDK tests: a queue with a subscribed consumer, and the consumer twins.
+
+``kind`` runs a test once per consumer twin (``"sync"``: :class:`pgque.Consumer`,
+``"async"``: :class:`pgque.AsyncConsumer`); ``start`` runs consumers in
+threads (see ``twins.py``) and stops them at teardown.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from twins import KINDS, Running
 
 from _engine import make_queue, one
 
@@ -16,3 +23,27 @@ def queue(conn: psycopg.Connection[Any]) -> str:
     make_queue(conn, "q")
     one(conn, "select pgque.subscribe('q', 'c')")
     return "q"
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which consumer twin the test runs against: ``"sync"`` or ``"async"``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[[Any], Running]]:
+    """Start consumers in threads; stop (at once) and join them all at teardown."""
+    started: list[Running] = []
+
+    def start(consumer: Any) -> Running:
+        running = Running(consumer)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop(now=True)
+    for running in started:
+        running.thread.join(10)
+        assert not running.thread.is_alive(), "a consumer did not stop within 10 s"

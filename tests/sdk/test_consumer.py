@@ -1,218 +1,204 @@
-"""Consumer: dispatch, nack policy, waking up, stopping, surviving database errors.
+"""The consumer twins: dispatch, nack policy, waking up, stopping, surviving database errors.
 
-Ticks are driven explicitly (``ticker=False``, ``force_next_tick`` + ``ticker``);
-deadlines bound every wait.
+Every test runs against :class:`pgque.Consumer` and :class:`pgque.AsyncConsumer`
+(the ``kind`` fixture). Ticks are driven explicitly (``ticker=False``,
+``force_next_tick`` + ``ticker``); deadlines bound every wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from twins import batch_done, client_class, force_tick, handle, make, pause
 
 import pgque
 from _engine import one, rows
+from _wait import wait_for
 
 
-def tick(conn: psycopg.Connection[Any]) -> None:
-    one(conn, "select pgque.force_next_tick('q')")
-    one(conn, "select pgque.ticker('q')")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not met before the deadline")
-        time.sleep(0.02)
-
-
-@pytest.fixture
-def run() -> Iterator[Callable[[pgque.Consumer], threading.Thread]]:
-    """Start consumers in threads; stop and join them all at teardown."""
-    started: list[tuple[pgque.Consumer, threading.Thread]] = []
-
-    def run(consumer: pgque.Consumer) -> threading.Thread:
-        thread = threading.Thread(target=consumer.start, daemon=True)
-        thread.start()
-        started.append((consumer, thread))
-        return thread
-
-    yield run
-    for consumer, thread in started:
-        consumer.stop()
-        thread.join(5)
-        assert not thread.is_alive(), "a consumer did not stop within 5 s"
-
-
-def make(db: str, **kwargs: Any) -> pgque.Consumer:
-    kwargs.setdefault("ticker", False)
-    return pgque.Consumer(db, queue="q", name="c", **kwargs)
-
-
-def test_constructor_checks_and_stores() -> None:
-    c = pgque.Consumer("dbname=x", queue="q", name="c")
+def test_constructor_checks_and_stores(kind: str) -> None:
+    c = make(kind, "dbname=x", ticker="auto")
     assert (c.poll_interval, c.max_messages, c.retry_after) == (30, 2_147_483_647, 60)
-    assert pgque.Consumer("dbname=x", queue="q", name="c", max_messages=123).max_messages == 123
+    assert make(kind, "dbname=x", max_messages=123).max_messages == 123
     with pytest.raises(ValueError, match="unknown_handler_policy"):
-        pgque.Consumer("dbname=x", queue="q", name="c", unknown_handler_policy="drop")
+        make(kind, "dbname=x", unknown_handler_policy="drop")
     with pytest.raises(ValueError, match="dead_interval needs subconsumer"):
-        pgque.Consumer("dbname=x", queue="q", name="c", dead_interval="1 minute")
+        make(kind, "dbname=x", dead_interval="1 minute")
+
+
+def test_options_are_checked_attributes(kind: str) -> None:
+    c = make(kind, "dbname=x")
+    c.retry_after = 5
+    assert c.retry_after == 5 and c.options.retry_after == 5
+    with pytest.raises(ValueError, match="retry_after must be seconds"):
+        c.retry_after = -1
+    with pytest.raises(ValueError, match="poll_interval must be > 0"):
+        c.poll_interval = 0
+    assert c.retry_after == 5 and c.poll_interval == 30  # a refused value changes nothing
+
+
+def test_on_takes_the_handlers_of_its_kind(kind: str) -> None:
+    consumer = make(kind, "dbname=x")
+
+    def plain(msg: pgque.Message) -> None:
+        pass
+
+    async def coroutine(msg: pgque.Message) -> None:
+        pass
+
+    if kind == "async":
+        with pytest.raises(TypeError, match="must be async"):
+            consumer.on("x")(plain)
+        assert consumer.on("x")(coroutine) is coroutine
+    else:
+        assert consumer.on("x")(plain) is plain  # returned unchanged
 
 
 def test_handlers_by_type_and_catch_all(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, poll_interval=30)
+    consumer = make(kind, db, poll_interval=30)
     got: list[tuple[str, Any]] = []
-
-    @consumer.on("order.created")
-    def created(msg: pgque.Message) -> None:
-        got.append(("created", msg.json()))
-
-    @consumer.on("*")
-    def anything(msg: pgque.Message) -> None:
-        got.append(("any", msg.type))
-
-    assert created.__name__ == "created"
+    handle(consumer, lambda msg: got.append(("created", msg.json())), "order.created")
+    handle(consumer, lambda msg: got.append(("any", msg.type)), "*")
     one(conn, "select pgque.send('q', 'order.created', '{\"id\": 1}'::jsonb)")
     one(conn, "select pgque.send('q', 'other', '{}'::jsonb)")
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: len(got) == 2)
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: len(got) == 2, what="both messages handled")
     assert got == [("created", {"id": 1}), ("any", "other")]
-    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"))
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
 
 
 def test_failing_handler_nacks_with_retry_after(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, retry_after=0)
+    consumer = make(kind, db, retry_after=0)
     calls: list[int | None] = []
 
-    @consumer.on("*")
     def flaky(msg: pgque.Message) -> None:
         calls.append(msg.retry_count)
         if msg.retry_count is None:
             raise RuntimeError("first try fails")
 
+    handle(consumer, flaky)
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: one(conn, "select count(*) from pgque.retry_queue") == 1)
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: one(conn, "select count(*) from pgque.retry_queue") == 1, what="a retry")
     one(conn, "select pgque.maint()")
-    tick(conn)
-    wait_for(lambda: calls == [None, 1])
+    force_tick(conn)
+    wait_for(lambda: calls == [None, 1], what="the retry handled")
 
 
 @pytest.mark.parametrize("policy", ["nack", "ack"])
 def test_unknown_type_policy(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any, policy: str,
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any, policy: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     caplog.set_level(logging.WARNING, logger="pgque")
-    consumer = make(db, unknown_handler_policy=policy)
+    consumer = make(kind, db, unknown_handler_policy=policy)
     one(conn, "select pgque.send('q', 'mystery', '{}'::jsonb)")
-    tick(conn)
-    run(consumer)
-    wait_for(
-        lambda: one(conn, "select sub_batch is null and sub_last_tick > 1 from pgque.subscription")
-    )
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     retried = rows(conn, "select ev_type from pgque.retry_queue")
     assert retried == ([("mystery",)] if policy == "nack" else [])
     assert any("no handler for event type=mystery" in r.getMessage() for r in caplog.records)
 
 
 def test_stale_ack_is_logged(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any,
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any,
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     caplog.set_level(logging.WARNING, logger="pgque")
-    real_init = pgque.PgqueClient.__init__
 
-    def init(self: Any, conn_: Any) -> None:
-        real_init(self, conn_)
-        self.ack = lambda batch_id: 0
+    async def ack_nothing(self: Any, batch_id: int) -> int:
+        return 0
 
-    monkeypatch.setattr(pgque.PgqueClient, "__init__", init)
-    consumer = make(db)
-    consumer.on("*")(lambda msg: None)
+    monkeypatch.setattr(
+        client_class(kind), "ack", ack_nothing if kind == "async" else lambda self, batch_id: 0
+    )
+    consumer = make(kind, db)
+    handle(consumer, lambda msg: None)
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: any("stale" in r.getMessage() for r in caplog.records))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: any("stale" in r.getMessage() for r in caplog.records), what="the warning")
 
 
 def test_notify_wakes_a_waiting_consumer(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(f"{db} application_name=waker", poll_interval=30)
+    consumer = make(kind, f"{db} application_name=waker", poll_interval=30)
     got: list[int] = []
-    consumer.on("*")(lambda msg: got.append(msg.msg_id))
-    run(consumer)
+    handle(consumer, lambda msg: got.append(msg.msg_id))
+    start(consumer)
     # Its first poll found nothing (committed an empty receive); it is listening.
     waiting = (
         "select count(*) from pg_stat_activity where application_name = 'waker'"
         " and state = 'idle' and query in ('COMMIT', 'listen \"pgque_q\"')"
     )
-    wait_for(lambda: one(conn, waiting) == 2)
+    wait_for(lambda: one(conn, waiting) == 2 and consumer.listening, what="idle and listening")
     one(conn, "select pgque.send('q', '{}'::jsonb)")
     started = time.monotonic()
-    tick(conn)
-    wait_for(lambda: got != [], timeout=5)
-    assert time.monotonic() - started < 5
+    force_tick(conn)
+    wait_for(lambda: got != [], timeout=5, what="the message handled")
+    assert time.monotonic() - started < 5  # woken, not polled: poll_interval is 30 s
 
 
-def test_polls_without_listen(db: str, conn: psycopg.Connection[Any], queue: str, run: Any) -> None:
-    consumer = make(db, poll_interval=0.2, listen=False)
+def test_polls_without_listen(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    consumer = make(kind, db, poll_interval=0.2, listen=False)
     got: list[int] = []
-    consumer.on("*")(lambda msg: got.append(msg.msg_id))
-    run(consumer)
+    handle(consumer, lambda msg: got.append(msg.msg_id))
+    start(consumer)
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    wait_for(lambda: got != [], timeout=5)
+    force_tick(conn)
+    wait_for(lambda: got != [], timeout=5, what="the message handled")
+    assert consumer.listening is False
 
 
-def test_stop_is_prompt(db: str, queue: str) -> None:
-    consumer = make(db, poll_interval=30)
-    thread = threading.Thread(target=consumer.start)
-    thread.start()
-    time.sleep(0.3)
+def test_stop_is_prompt(kind: str, db: str, queue: str, start: Any) -> None:
+    consumer = make(kind, db, poll_interval=30)
+    running = start(consumer)
+    wait_for(lambda: consumer.listening and consumer.last_poll_at, what="waiting for work")
     started = time.monotonic()
-    consumer.stop()
-    thread.join(5)
-    assert not thread.is_alive() and time.monotonic() - started < 2
+    running.stop()
+    assert running.outcome(timeout=5) is None
+    assert time.monotonic() - started < 2
 
 
 def test_survives_a_terminated_backend(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    dsn = f"{db} application_name=victim"
-    consumer = pgque.Consumer(dsn, queue="q", name="c", poll_interval=30, ticker=False)
+    consumer = make(kind, f"{db} application_name=victim", poll_interval=30)
     got: list[int] = []
-    consumer.on("*")(lambda msg: got.append(msg.msg_id))
-    thread = run(consumer)
-    wait_for(lambda: one(conn, "select count(*) from pg_stat_activity"
-                               " where application_name = 'victim'") >= 1)  # fmt: skip
+    handle(consumer, lambda msg: got.append(msg.msg_id))
+    running = start(consumer)
+    victims = "select count(*) from pg_stat_activity where application_name = 'victim'"
+    wait_for(lambda: one(conn, victims) >= 1, what="the consumer connected")
     conn.execute(
         "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'victim'"
     )
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    wait_for(lambda: got != [], timeout=10)
-    assert thread.is_alive()
+    force_tick(conn)
+    wait_for(lambda: got != [], timeout=10, what="the message handled after reconnecting")
+    assert running.alive and consumer.reconnects >= 1
 
 
 def test_receive_errors_never_end_the_loop(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any,
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    real_receive = pgque.PgqueClient.receive
+    client = client_class(kind)
+    real_receive = client.receive
     failures = [1]
 
     def receive(self: Any, *args: Any) -> Any:
@@ -221,57 +207,84 @@ def test_receive_errors_never_end_the_loop(
             raise pgque.PgqueError("boom")
         return real_receive(self, *args)
 
-    monkeypatch.setattr(pgque.PgqueClient, "receive", receive)
-    consumer = make(db, poll_interval=1)
+    async def areceive(self: Any, *args: Any) -> Any:
+        return await receive(self, *args)
+
+    monkeypatch.setattr(client, "receive", areceive if kind == "async" else receive)
+    consumer = make(kind, db, poll_interval=1)
     got: list[int] = []
-    consumer.on("*")(lambda msg: got.append(msg.msg_id))
+    handle(consumer, lambda msg: got.append(msg.msg_id))
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: got != [], timeout=10)
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: got != [], timeout=10, what="the message handled after the error")
+    assert consumer.reconnects == 1
 
 
-def test_poll_once_calls_receive_positionally(
-    db: str, queue: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_poll_receives_positionally_and_returns_the_count(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    client = client_class(kind)
+    real_receive = client.receive
     calls: list[tuple[Any, ...]] = []
 
-    def receive(self: Any, *args: Any, **kwargs: Any) -> list[Any]:
+    def receive(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append((args, kwargs))
-        return []
+        return real_receive(self, *args, **kwargs)
 
-    monkeypatch.setattr(pgque.PgqueClient, "receive", receive)
-    with psycopg.connect(db, autocommit=True) as conn:
-        assert make(db)._poll_once(conn) is None
-        assert make(db, max_messages=123)._poll_once(conn) is None
-    assert calls == [(("q", "c", 2_147_483_647), {}), (("q", "c", 123), {})]
+    monkeypatch.setattr(client, "receive", receive)
+    handled: list[int] = []
+    consumers = [make(kind, db), make(kind, db, max_messages=123)]
+    for consumer in consumers:
+        handle(consumer, lambda msg: handled.append(msg.msg_id))
+    msg_id = one(conn, "select pgque.send('q', '{}'::jsonb)")
+
+    def poll_all(c: psycopg.Connection[Any]) -> list[int | None]:
+        counts = [consumers[0].poll(c)]  # nothing yet: no batch
+        force_tick(conn)
+        return [*counts, consumers[1].poll(c), consumers[0].poll(c)]
+
+    async def apoll_all() -> list[int | None]:
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as c:
+            counts = [await consumers[0].poll(c)]
+            force_tick(conn)
+            return [*counts, await consumers[1].poll(c), await consumers[0].poll(c)]
+
+    if kind == "async":
+        counts = asyncio.run(apoll_all())
+    else:
+        with psycopg.connect(db, autocommit=True) as c:
+            counts = poll_all(c)
+    assert counts == [None, 1, None]
+    assert handled == [msg_id]
+    assert calls == [(("q", "c", 2_147_483_647), {}), (("q", "c", 123), {}),
+                     (("q", "c", 2_147_483_647), {})]  # fmt: skip
 
 
 def test_same_name_consumers_never_share_a_batch(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
     seen: list[tuple[int, int]] = []
-    lock = threading.Lock()
 
-    def handler(msg: pgque.Message) -> None:
-        with lock:
-            seen.append((msg.batch_id, msg.msg_id))
-        time.sleep(0.05)
+    def handler(msg: pgque.Message) -> Any:
+        seen.append((msg.batch_id, msg.msg_id))  # list.append is atomic
+        return pause(kind, 0.05)
 
     for _ in range(2):
-        consumer = make(db, poll_interval=0.2)
-        consumer.on("*")(handler)
-        run(consumer)
+        consumer = make(kind, db, poll_interval=0.2)
+        handle(consumer, handler)
+        start(consumer)
     for i in range(10):
         one(conn, "select pgque.send('q', %s::jsonb)", str(i))
-        tick(conn)
-    wait_for(lambda: len(seen) >= 10, timeout=20)
+        force_tick(conn)
+    wait_for(lambda: len(seen) >= 10, timeout=20, what="10 messages handled")
     msg_ids = [m for _, m in seen]
     assert sorted(msg_ids) == sorted(set(msg_ids))  # nobody saw a message twice
 
 
 def test_cooperative_members_split_the_stream(
-    db: str, conn: psycopg.Connection[Any], run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], start: Any
 ) -> None:
     one(conn, "select pgque.create_queue('q')")
     one(conn, "select pgque.set_queue_config('q', 'ticker_max_lag', '0')")
@@ -279,13 +292,36 @@ def test_cooperative_members_split_the_stream(
         one(conn, "select pgque.subscribe_subconsumer('q', 'g', %s)", sub)
     seen: dict[str, list[int]] = {"a": [], "b": []}
     for sub in ("a", "b"):
-        consumer = pgque.Consumer(db, queue="q", name="g", subconsumer=sub, poll_interval=0.2,
-                                  ticker=False)  # fmt: skip
-        consumer.on("*")(lambda msg, sub=sub: seen[sub].append(msg.msg_id))
-        run(consumer)
+        consumer = make(kind, db, name="g", subconsumer=sub, poll_interval=0.2)
+        handle(consumer, lambda msg, sub=sub: seen[sub].append(msg.msg_id))
+        start(consumer)
     sent = []
     for i in range(20):
         sent.append(one(conn, "select pgque.send('q', %s::jsonb)", str(i)))
-        tick(conn)
-    wait_for(lambda: len(seen["a"]) + len(seen["b"]) >= 20, timeout=20)
+        force_tick(conn)
+    wait_for(lambda: len(seen["a"]) + len(seen["b"]) >= 20, timeout=20, what="20 handled")
     assert sorted(seen["a"] + seen["b"]) == sorted(sent)
+
+
+def test_handlers_settle_and_ack_in_key_order(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    consumer = make(kind, db, poll_interval=0.2, retry_after=0, concurrency=2)
+    seen: list[Any] = []
+
+    def work(msg: pgque.Message) -> None:
+        seen.append(msg.json())
+        if msg.json() == 1:
+            raise RuntimeError("retry me")
+        if msg.json() == 2:
+            msg.dead_letter("bad")
+
+    handle(consumer, work, "t", ordered_by="extra1")
+    for i in range(4):
+        one(conn, "select pgque.send('q', 't', %s::jsonb, 'k')", str(i))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: len(seen) >= 4 and batch_done(conn), what="the batch is acked")
+    assert seen == [0, 1, 2, 3]  # one key: in order, even with concurrency
+    assert rows(conn, "select ev_data from pgque.retry_queue") == [("1",)]
+    assert rows(conn, "select ev_data, dl_reason from pgque.dead_letter") == [("2", "bad")]
