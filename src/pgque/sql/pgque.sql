@@ -2024,23 +2024,37 @@ begin
 end
 $$;
 
+-- Internal: an open batch's queue row, its consumer's sub_id and the
+-- snapshots of its two ticks; batch_not_found when the batch is not open.
+create or replace function pgque._batch_range(
+    i_batch_id bigint,
+    out queue pgque.queue, out sub_id integer, out s1 pg_snapshot, out s2 pg_snapshot)
+language plpgsql stable
+as $$
+declare
+    v_queue_id integer;
+begin
+    select s.sub_queue, s.sub_id, t1.tick_snapshot, t2.tick_snapshot
+      into v_queue_id, sub_id, s1, s2
+      from pgque.subscription s
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
+    end if;
+    select * into queue from pgque.queue q where q.queue_id = v_queue_id;
+end
+$$;
+
 create or replace function pgque.batch_event_tables(x_batch_id bigint)
 returns setof text
 language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    b record;
+    b record := pgque._batch_range(x_batch_id);
 begin
-    select q as queue, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
-      from pgque.subscription s
-      join pgque.queue q on q.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
-     where s.sub_batch = x_batch_id;
-    if not found then
-        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
-    end if;
     return query select pgque.quote_fqname(t)
                    from pg_catalog.unnest(pgque._batch_tables(b.queue, b.s1, b.s2)) t;
 end
@@ -2110,17 +2124,8 @@ language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    b record;
+    b record := pgque._batch_range(x_batch_id);
 begin
-    select q as queue, s.sub_id, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
-      from pgque.subscription s
-      join pgque.queue q on q.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
-     where s.sub_batch = x_batch_id;
-    if not found then
-        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
-    end if;
     -- The consumer's own retry copies (ev_owner) are part of its batches.
     return pgque._tick_range_sql(
                b.queue, b.s1, b.s2,
@@ -4403,11 +4408,12 @@ $$;
 comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is
     'Returns up to i_max messages of the slot''s batch whose partition key hashes to the slot; the caller must hold the slot''s lease.';
 
-create or replace function pgque.ack_partitioned(
+-- Internal: the slot's open batch (NULL: none), after checking that
+-- i_worker holds the slot's lease (and renewing it).
+create or replace function pgque._slot_batch(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
-returns integer
+returns bigint
 language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
@@ -4416,6 +4422,19 @@ begin
     select s.sub_batch into v_batch_id
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
      where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    return v_batch_id;
+end
+$$;
+
+create or replace function pgque.ack_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
+begin
     if v_batch_id is null then
         return 0;
     end if;
@@ -4433,12 +4452,8 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
-    v_batch_id bigint;
+    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
 begin
-    select s.sub_batch into v_batch_id
-      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
-     where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
     if v_batch_id is null then
         raise exception 'batch not found: %', coalesce(i_msg.batch_id::text, 'NULL')
             using detail = 'pgque:batch_not_found';

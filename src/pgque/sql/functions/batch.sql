@@ -331,23 +331,37 @@ begin
 end
 $$;
 
+-- Internal: an open batch's queue row, its consumer's sub_id and the
+-- snapshots of its two ticks; batch_not_found when the batch is not open.
+create or replace function pgque._batch_range(
+    i_batch_id bigint,
+    out queue pgque.queue, out sub_id integer, out s1 pg_snapshot, out s2 pg_snapshot)
+language plpgsql stable
+as $$
+declare
+    v_queue_id integer;
+begin
+    select s.sub_queue, s.sub_id, t1.tick_snapshot, t2.tick_snapshot
+      into v_queue_id, sub_id, s1, s2
+      from pgque.subscription s
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
+    end if;
+    select * into queue from pgque.queue q where q.queue_id = v_queue_id;
+end
+$$;
+
 create or replace function pgque.batch_event_tables(x_batch_id bigint)
 returns setof text
 language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    b record;
+    b record := pgque._batch_range(x_batch_id);
 begin
-    select q as queue, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
-      from pgque.subscription s
-      join pgque.queue q on q.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
-     where s.sub_batch = x_batch_id;
-    if not found then
-        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
-    end if;
     return query select pgque.quote_fqname(t)
                    from pg_catalog.unnest(pgque._batch_tables(b.queue, b.s1, b.s2)) t;
 end
@@ -417,17 +431,8 @@ language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    b record;
+    b record := pgque._batch_range(x_batch_id);
 begin
-    select q as queue, s.sub_id, t1.tick_snapshot as s1, t2.tick_snapshot as s2 into b
-      from pgque.subscription s
-      join pgque.queue q on q.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
-     where s.sub_batch = x_batch_id;
-    if not found then
-        raise exception 'batch not found' using detail = 'pgque:batch_not_found';
-    end if;
     -- The consumer's own retry copies (ev_owner) are part of its batches.
     return pgque._tick_range_sql(
                b.queue, b.s1, b.s2,

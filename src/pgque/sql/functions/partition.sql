@@ -246,11 +246,12 @@ $$;
 comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is
     'Returns up to i_max messages of the slot''s batch whose partition key hashes to the slot; the caller must hold the slot''s lease.';
 
-create or replace function pgque.ack_partitioned(
+-- Internal: the slot's open batch (NULL: none), after checking that
+-- i_worker holds the slot's lease (and renewing it).
+create or replace function pgque._slot_batch(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
-returns integer
+returns bigint
 language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
@@ -259,6 +260,19 @@ begin
     select s.sub_batch into v_batch_id
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
      where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    return v_batch_id;
+end
+$$;
+
+create or replace function pgque.ack_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
+begin
     if v_batch_id is null then
         return 0;
     end if;
@@ -276,12 +290,8 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
-    v_batch_id bigint;
+    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
 begin
-    select s.sub_batch into v_batch_id
-      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
-     where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
     if v_batch_id is null then
         raise exception 'batch not found: %', coalesce(i_msg.batch_id::text, 'NULL')
             using detail = 'pgque:batch_not_found';
