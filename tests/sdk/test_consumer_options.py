@@ -1,58 +1,32 @@
 """Consumer handler options: settle from the handler, transactional, concurrency,
-ordering, rate limit, batch time limit, timeouts, shutdown, retry backoff."""
+ordering, rate limit, batch time limit, timeouts, shutdown, retry backoff, sources.
+
+Every test runs against both consumer twins (the ``kind`` fixture).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import inspect
 import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from twins import batch_done, consumer_class, force_tick, handle, make, multi_class, pause
 
 import pgque
 from _engine import one, rows
+from _wait import wait_for
+from pgque._consumer_options import ConsumerOptions
 from pgque._dispatch import RateLimiter
 
 
-def tick(conn: psycopg.Connection[Any]) -> None:
-    one(conn, "select pgque.force_next_tick('q')")
-    one(conn, "select pgque.ticker('q')")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not met before the deadline")
-        time.sleep(0.02)
-
-
-def batch_done(conn: psycopg.Connection[Any]) -> bool:
-    return bool(one(conn, "select sub_batch is null and sub_last_tick > 1 from pgque.subscription"))
-
-
-@pytest.fixture
-def run() -> Iterator[Callable[[pgque.Consumer], threading.Thread]]:
-    started: list[tuple[pgque.Consumer, threading.Thread]] = []
-
-    def run(consumer: pgque.Consumer) -> threading.Thread:
-        thread = threading.Thread(target=consumer.start, daemon=True)
-        thread.start()
-        started.append((consumer, thread))
-        return thread
-
-    yield run
-    for consumer, thread in started:
-        consumer.stop(now=True)
-        thread.join(10)
-
-
-def make(db: str, **kwargs: Any) -> pgque.Consumer:
-    kwargs.setdefault("ticker", False)
-    kwargs.setdefault("poll_interval", 0.2)
-    return pgque.Consumer(db, queue="q", name="c", **kwargs)
+def options(kind: str, **kwargs: Any) -> dict[str, Any]:
+    """The options of these tests' consumers: a short poll interval, and ``kwargs``."""
+    return {"poll_interval": 0.2, **kwargs}
 
 
 def send(conn: psycopg.Connection[Any], n: int, key: str | None = None) -> None:
@@ -60,242 +34,344 @@ def send(conn: psycopg.Connection[Any], n: int, key: str | None = None) -> None:
         one(conn, "select pgque.send('q', 't', %s::jsonb, %s)", str(i), key)
 
 
-def test_bad_option_combinations() -> None:
+def test_the_defaults_are_the_options_defaults(kind: str) -> None:
+    """One set of defaults: the constructor's are ConsumerOptions'."""
+    signature = inspect.signature(consumer_class(kind).__init__).parameters
+    for field in dataclasses.fields(ConsumerOptions):
+        assert field.name in signature
+        if field.default is not dataclasses.MISSING:
+            assert signature[field.name].default == field.default, field.name
+        assert getattr(consumer_class(kind), field.name).name == field.name  # an attribute
+
+
+def test_bad_option_combinations(kind: str) -> None:
     with pytest.raises(ValueError, match="concurrency=1"):
-        make("x", concurrency=2).on("t", transactional=True)
+        make(kind, "x", concurrency=2).on("t", transactional=True)
     with pytest.raises(ValueError, match="timeout must be > 0"):
-        make("x").on("t", timeout=-1)
+        make(kind, "x").on("t", timeout=-1)
     with pytest.raises(ValueError, match="ordered_by must be a Message field"):
-        make("x").on("t", ordered_by="nope")
+        make(kind, "x").on("t", ordered_by="nope")
     with pytest.raises(ValueError, match="concurrency must be >= 1"):
-        make("x", concurrency=0)
+        make(kind, "x", concurrency=0)
     with pytest.raises(ValueError, match="max_batch_time must be >= 0"):
-        make("x", max_batch_time=-1)
+        make(kind, "x", max_batch_time=-1)
     with pytest.raises(ValueError, match="rate_limit must be > 0"):
-        make("x", rate_limit=0)
+        make(kind, "x", rate_limit=0)
 
 
 def test_handler_nacks_and_dead_letters_its_messages(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db)
+    consumer = make(kind, db, **options(kind))
 
-    @consumer.on("t")
     def decide(msg: pgque.Message) -> None:
         if msg.json() == 0:
             msg.nack(retry_after=600, reason="later")
         else:
             msg.dead_letter("poison")
 
+    handle(consumer, decide, "t")
     send(conn, 2)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: batch_done(conn))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     assert one(conn, "select ev_retry_after > now() + interval '9 minutes' from pgque.retry_queue")
     assert rows(conn, "select ev_data, dl_reason from pgque.dead_letter") == [("1", "poison")]
 
 
 def test_transactional_handler_commits_with_the_ack(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
     conn.execute("create table done (n int primary key)")
-    consumer = make(db)
+    consumer = make(kind, db, **options(kind))
+    insert = "insert into done values (%s)"
+    failure = "its write must roll back, the others stay"
 
-    @consumer.on("t", transactional=True)
-    def record(msg: pgque.Message, tx: psycopg.Connection[Any]) -> None:
-        tx.execute("insert into done values (%s)", (msg.json(),))
-        if msg.json() == 1:
-            raise RuntimeError("its write must roll back, the others stay")
+    if kind == "async":
+
+        @consumer.on("t", transactional=True)
+        async def arecord(msg: pgque.Message, tx: psycopg.AsyncConnection[Any]) -> None:
+            await tx.execute(insert, (msg.json(),))
+            if msg.json() == 1:
+                raise RuntimeError(failure)
+    else:
+
+        @consumer.on("t", transactional=True)
+        def record(msg: pgque.Message, tx: psycopg.Connection[Any]) -> None:
+            tx.execute(insert, (msg.json(),))
+            if msg.json() == 1:
+                raise RuntimeError(failure)
 
     send(conn, 3)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: batch_done(conn))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     assert rows(conn, "select n from done order by n") == [(0,), (2,)]
     assert rows(conn, "select ev_data from pgque.retry_queue") == [("1",)]
 
 
 def test_concurrency_runs_messages_in_parallel(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, concurrency=4)
-    active = [0]
+    consumer = make(kind, db, **options(kind, concurrency=4))
+    running: set[int] = set()
     peak = [0]
     lock = threading.Lock()
-    both_running = threading.Barrier(2, timeout=5)
 
-    @consumer.on("t")
-    def work(msg: pgque.Message) -> None:
+    def enter(msg: pgque.Message) -> None:
         with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        if msg.json() < 2:
-            both_running.wait()  # proves two handlers run at the same time
-        with lock:
-            active[0] -= 1
+            running.add(msg.msg_id)
+            peak[0] = max(peak[0], len(running))
+
+    if kind == "async":
+
+        @consumer.on("t")
+        async def awork(msg: pgque.Message) -> None:
+            enter(msg)
+            while msg.json() < 2 and peak[0] < 2:  # both first ones run at the same time
+                await asyncio.sleep(0.01)
+            running.discard(msg.msg_id)
+    else:
+        both_running = threading.Barrier(2, timeout=5)
+
+        @consumer.on("t")
+        def work(msg: pgque.Message) -> None:
+            enter(msg)
+            if msg.json() < 2:
+                both_running.wait()  # proves two handlers run at the same time
+            with lock:
+                running.discard(msg.msg_id)
 
     send(conn, 8)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: batch_done(conn))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     assert peak[0] >= 2
     assert one(conn, "select count(*) from pgque.retry_queue") == 0
 
 
 def test_ordered_by_keeps_each_key_in_order(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, concurrency=4)
+    consumer = make(kind, db, **options(kind, concurrency=4))
     seen: dict[str | None, list[int]] = {}
-    lock = threading.Lock()
 
-    @consumer.on("t", ordered_by="extra1")
-    def work(msg: pgque.Message) -> None:
-        time.sleep(0.001 * (5 - msg.json() % 5))  # later messages finish faster
-        with lock:
-            seen.setdefault(msg.extra1, []).append(msg.json())
+    def work(msg: pgque.Message) -> Any:
+        seen.setdefault(msg.extra1, []).append(msg.json())
+        return pause(kind, 0.001 * (5 - msg.json() % 5))  # later messages finish faster
 
+    handle(consumer, work, "t", ordered_by="extra1")
     for i in range(20):
         one(conn, "select pgque.send('q', 't', %s::jsonb, %s)", str(i), f"k{i % 3}")
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: batch_done(conn))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     assert set(seen) == {"k0", "k1", "k2"}
     for values in seen.values():
         assert values == sorted(values)
 
 
 def test_max_batch_time_nacks_the_rest_and_acks(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, max_batch_time=0)
+    consumer = make(kind, db, **options(kind, max_batch_time=0))
     handled: list[int] = []
-    consumer.on("t")(lambda msg: handled.append(msg.msg_id))
+    handle(consumer, lambda msg: handled.append(msg.msg_id), "t")
     send(conn, 3)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: batch_done(conn))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     assert handled == []
     assert rows(conn, "select count(*) from pgque.retry_queue") == [(3,)]
 
 
-def test_sync_timeout_nacks_and_gives_up_past_max_abandoned(
-    db: str, conn: psycopg.Connection[Any], queue: str
+def hanging_handler(kind: str, release: threading.Event) -> Any:
+    """A handler that outlives any timeout: a thread blocked on ``release``, or a task
+    that ignores its cancellation until ``release``."""
+    if kind == "async":
+
+        async def ahang(msg: pgque.Message, *tx: Any) -> None:
+            while not release.is_set():
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:
+                    continue  # it will not stop
+
+        return ahang
+
+    def hang(msg: pgque.Message, *tx: Any) -> None:
+        release.wait(30)
+
+    return hang
+
+
+def test_a_timeout_nacks_and_gives_up_past_max_abandoned(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    release = threading.Event()
+    consumer = make(kind, db, **options(kind, max_abandoned=0))
+    consumer.on("t", timeout=0.2)(hanging_handler(kind, release))
+    send(conn, 1)
+    force_tick(conn)
+    running = start(consumer)
+    wait_for(lambda: any("abandoned" in r.getMessage() for r in caplog.records), what="given up")
+    release.set()  # else asyncio.run would wait for the abandoned task at its end
+    error = running.outcome(timeout=10)
+    assert isinstance(error, pgque.ConsumerGaveUp), error
+    assert "1 handlers timed out and are still running" in str(error)
+
+
+def test_a_timeout_nacks_the_message(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
     release = threading.Event()
-    consumer = make(db, max_abandoned=0)
-    consumer.on("t", timeout=0.2)(lambda msg: release.wait(30))
+    consumer = make(kind, db, **options(kind, max_abandoned=5))
+    consumer.on("t", timeout=0.2)(hanging_handler(kind, release))
     send(conn, 1)
-    tick(conn)
-    with pytest.raises(pgque.ConsumerGaveUp):
-        consumer.start()
+    force_tick(conn)
+    running = start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     release.set()
-
-
-def test_sync_timeout_nacks_the_message(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
-) -> None:
-    release = threading.Event()
-    consumer = make(db, max_abandoned=5)
-    consumer.on("t", timeout=0.2)(lambda msg: release.wait(30))
-    send(conn, 1)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: batch_done(conn))
     assert one(conn, "select count(*) from pgque.retry_queue") == 1
-    release.set()
+    assert running.alive
 
 
-def test_transactional_timeout_rolls_the_batch_back(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+def test_a_handler_that_stops_in_time_is_not_abandoned(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Past its timeout a task is cancelled: not abandoned when it ends; a thread cannot
+    be stopped: it is abandoned (counted) and ends by itself."""
+    consumer = make(kind, db, **options(kind, max_abandoned=1))
+    ended: list[str] = []
+
+    async def aslow(msg: pgque.Message) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
+
+    def slow(msg: pgque.Message) -> None:
+        time.sleep(0.5)
+        ended.append("finished")
+
+    consumer.on("t", timeout=0.1)(aslow if kind == "async" else slow)
+    send(conn, 1)
+    force_tick(conn)
+    running = start(consumer)
+    wait_for(lambda: one(conn, "select count(*) from pgque.retry_queue") == 1, what="nacked")
+    wait_for(lambda: ended, what="the handler ended")
+    abandoned = [r for r in caplog.records if "abandoned" in r.getMessage()]
+    assert ended == (["cancelled"] if kind == "async" else ["finished"])
+    assert len(abandoned) == (0 if kind == "async" else 1)
+    assert running.alive
+
+
+def test_a_transactional_handler_past_its_timeout_rolls_the_batch_back(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
     release = threading.Event()
     calls: list[int] = []
-    consumer = make(db)
+    consumer = make(kind, db, **options(kind))
+    hang = hanging_handler(kind, release)
 
-    @consumer.on("t", transactional=True, timeout=0.3)
-    def slow_once(msg: pgque.Message, tx: psycopg.Connection[Any]) -> None:
+    def once(msg: pgque.Message, tx: Any) -> Any:
         calls.append(msg.msg_id)
-        if len(calls) == 1:
-            release.wait(30)
+        return hang(msg, tx) if len(calls) == 1 else None
 
+    handle(consumer, once, "t", transactional=True, timeout=0.3)
     send(conn, 1)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: len(calls) >= 2)  # redelivered after the reconnect
-    wait_for(lambda: batch_done(conn))
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: len(calls) >= 2, what="redelivered after the reconnect")
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     release.set()
     assert consumer.reconnects >= 1
+    assert one(conn, "select count(*) from pgque.retry_queue") == 0
 
 
 def test_stop_past_shutdown_timeout_rolls_back(
-    db: str, conn: psycopg.Connection[Any], queue: str
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, shutdown_timeout=0)
-    started = threading.Event()
+    consumer = make(kind, db, **options(kind, shutdown_timeout=0))
+    handled: list[int] = []
 
-    @consumer.on("t")
-    def slow(msg: pgque.Message) -> None:
-        started.set()
+    def stop_now(msg: pgque.Message) -> None:
+        handled.append(msg.msg_id)
         consumer.stop()  # a stop arrives while the batch is being handled
 
+    handle(consumer, stop_now, "t")
     send(conn, 3)
-    tick(conn)
-    thread = threading.Thread(target=consumer.start)
-    thread.start()
-    thread.join(10)
-    assert not thread.is_alive() and started.is_set()
+    force_tick(conn)
+    assert start(consumer).outcome(timeout=10) is None
+    assert len(handled) == 1
     # Rolled back: the batch is open for nobody and comes again.
     assert rows(conn, "select sub_batch, sub_last_tick from pgque.subscription") == [(None, 1)]
 
 
 def test_stop_within_shutdown_timeout_finishes_the_batch(
-    db: str, conn: psycopg.Connection[Any], queue: str
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, shutdown_timeout=30)
+    consumer = make(kind, db, **options(kind, shutdown_timeout=30))
     handled: list[int] = []
 
-    @consumer.on("t")
     def work(msg: pgque.Message) -> None:
         handled.append(msg.msg_id)
         consumer.stop()
 
+    handle(consumer, work, "t")
     send(conn, 3)
-    tick(conn)
-    thread = threading.Thread(target=consumer.start)
-    thread.start()
-    thread.join(10)
+    force_tick(conn)
+    assert start(consumer).outcome(timeout=10) is None
     assert len(handled) == 3 and batch_done(conn)
 
 
 def test_retry_backoff_grows_with_retries(
-    db: str, conn: psycopg.Connection[Any], queue: str, run: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(db, retry_backoff=(100, 1000))
+    consumer = make(kind, db, **options(kind, retry_backoff=(100, 1000)))
 
-    @consumer.on("t")
     def fail(msg: pgque.Message) -> None:
         raise RuntimeError("always")
 
+    handle(consumer, fail, "t")
     send(conn, 1)
-    tick(conn)
-    run(consumer)
-    wait_for(lambda: one(conn, "select count(*) from pgque.retry_queue") == 1)
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: one(conn, "select count(*) from pgque.retry_queue") == 1, what="nacked")
     delay = one(conn, "select extract(epoch from ev_retry_after - now()) from pgque.retry_queue")
     assert 90 < delay <= 101  # base * 2 ** 0
 
 
-def test_rate_limiter_spaces_messages() -> None:
+def test_rate_limiter_spaces_tokens_after_its_burst() -> None:
     limiter = RateLimiter(50, burst=1)
     started = time.monotonic()
     for _ in range(6):
-        while (pause := limiter.wait_time()) > 0:
-            time.sleep(pause)
-    assert time.monotonic() - started >= 5 / 50 * 0.9  # it never goes faster than the rate
+        while (wait := limiter.wait_time()) > 0:
+            time.sleep(wait)
+    assert time.monotonic() - started >= 5 / 50 * 0.9  # never faster than the rate
+    assert RateLimiter(20).capacity == 20  # the default burst: one second's worth
+
+
+def test_rate_limit_holds_the_consumer_to_its_rate(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    consumer = make(kind, db, **options(kind, rate_limit=5))  # a burst of 5, then 5/s
+    stamps: list[float] = []
+    handle(consumer, lambda msg: stamps.append(time.monotonic()), "t")
+    send(conn, 8)
+    force_tick(conn)
+    start(consumer)
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
+    assert len(stamps) == 8
+    assert stamps[4] - stamps[0] < 0.15  # the burst
+    assert stamps[7] - stamps[4] >= 3 / 5 * 0.9  # then one every 0.2 s
 
 
 def test_multi_queue_consumer_drains_high_priority_first(
-    db: str, conn: psycopg.Connection[Any]
+    kind: str, db: str, conn: psycopg.Connection[Any], start: Any
 ) -> None:
     order: list[str] = []
     consumers = []
@@ -304,64 +380,111 @@ def test_multi_queue_consumer_drains_high_priority_first(
         one(conn, "select pgque.subscribe(%s, 'c')", name)
         for i in range(3):
             one(conn, "select pgque.send(%s, %s::jsonb)", name, str(i))
-            one(conn, "select pgque.force_next_tick(%s)", name)
-            one(conn, "select pgque.ticker(%s)", name)
-        consumer = pgque.Consumer(db, queue=name, name="c", poll_interval=0.2, ticker=False)
-        consumer.on("*")(lambda msg, name=name: order.append(name))
+            force_tick(conn, name)
+        consumer = make(kind, db, queue=name, poll_interval=0.2 if name == "high" else 5)
+        handle(consumer, lambda msg, name=name: order.append(name))
         consumers.append(consumer)
-    multi = pgque.MultiQueueConsumer(consumers)
-    thread = threading.Thread(target=multi.start, daemon=True)
-    thread.start()
-    wait_for(lambda: len(order) == 6)
-    multi.stop()
-    thread.join(5)
+    multi = multi_class(kind)(consumers)
+    running = start(multi)
+    wait_for(lambda: len(order) == 6, what="6 messages handled")
     assert order == ["high"] * 3 + ["low"] * 3
+    assert [c.poll_interval for c in consumers] == [0.2, 5]  # none overwritten
+    running.stop()
+    assert running.outcome(timeout=5) is None
 
 
-def test_consumer_takes_a_pool(db: str, conn: psycopg.Connection[Any], queue: str) -> None:
-    from psycopg_pool import ConnectionPool
+def test_consumer_takes_a_pool(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    """A pool lends the batch connection (in autocommit while lent, given back as it was)."""
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-    with ConnectionPool(db, min_size=1, max_size=2, open=True) as pool:
-        consumer = pgque.Consumer(pool, queue="q", name="c", poll_interval=0.2, ticker=False)
+    got: list[int] = []
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    force_tick(conn)
+
+    def made(pool: Any) -> Any:
+        consumer = make(kind, pool, poll_interval=0.2)
         assert consumer.listen is False  # a pooled connection never listens
-        got: list[int] = []
-        consumer.on("*")(lambda msg: got.append(msg.msg_id))
-        one(conn, "select pgque.send('q', '{}'::jsonb)")
-        tick(conn)
-        thread = threading.Thread(target=consumer.start, daemon=True)
-        thread.start()
-        wait_for(lambda: got != [] and batch_done(conn))
-        consumer.stop()
-        thread.join(5)
-        with pool.connection() as borrowed:
-            assert borrowed.autocommit is False  # given back as it was lent
+        handle(consumer, lambda msg: got.append(msg.msg_id))
+        return consumer
+
+    if kind == "sync":
+        with ConnectionPool(db, min_size=1, max_size=2, open=True) as pool:
+            running = start(made(pool))
+            wait_for(lambda: got != [] and batch_done(conn), what="the batch is acked")
+            running.stop()
+            assert running.outcome(timeout=5) is None
+            with pool.connection() as borrowed:
+                assert borrowed.autocommit is False  # given back as it was lent
+        return
+
+    async def main() -> None:  # an async pool belongs to its event loop: run it there
+        async with AsyncConnectionPool(db, min_size=1, max_size=1, open=False) as pool:
+            consumer = made(pool)
+            task = asyncio.create_task(consumer.start())
+            while not (got and batch_done(conn)):
+                await asyncio.sleep(0.02)
+            consumer.stop()
+            await asyncio.wait_for(task, 5)
+            async with pool.connection() as borrowed:
+                assert borrowed.autocommit is False
+
+    asyncio.run(main())
+    assert len(got) == 1
 
 
 def test_consumer_takes_your_connection(
-    db: str, conn: psycopg.Connection[Any], queue: str, connect: Any
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str
 ) -> None:
-    with psycopg.connect(db) as not_autocommit, pytest.raises(ValueError, match="autocommit"):
-        pgque.Consumer(not_autocommit, queue="q", name="c")
-    own = connect(autocommit=True)
-    consumer = pgque.Consumer(own, queue="q", name="c", poll_interval=0.2, ticker=False)
-    assert consumer.listen is False  # the given connection carries batches, not LISTEN
+    """A given autocommit connection carries the batches, is never closed by the consumer,
+    and when its owner closes it start() raises instead of reconnecting."""
     got: list[int] = []
-    consumer.on("*")(lambda msg: got.append(msg.msg_id))
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
-    failure: list[BaseException] = []
+    force_tick(conn)
+    cls = consumer_class(kind)
 
-    def consume() -> None:
-        try:
-            consumer.start()
-        except BaseException as exc:
-            failure.append(exc)
+    def check(own: Any, not_autocommit: Any) -> Any:
+        with pytest.raises(ValueError, match="autocommit"):
+            cls(not_autocommit, queue="q", name="c")
+        consumer = make(kind, own, poll_interval=0.2)
+        assert consumer.listen is False  # the given connection carries batches, not LISTEN
+        handle(consumer, lambda msg: got.append(msg.msg_id))
+        return consumer
 
-    thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
-    wait_for(lambda: got != [] and batch_done(conn))
-    assert not own.closed  # used, never closed by the consumer
-    own.close()  # the owner takes it away: start() raises instead of reconnecting
-    thread.join(10)
-    assert not thread.is_alive()
-    assert len(failure) == 1 and isinstance(failure[0], pgque.PgqueConnectionError)
+    if kind == "sync":
+        own = psycopg.connect(db, autocommit=True)
+        with psycopg.connect(db) as not_autocommit:
+            consumer = check(own, not_autocommit)
+        failure: list[BaseException] = []
+
+        def consume() -> None:
+            try:
+                consumer.start()
+            except BaseException as exc:
+                failure.append(exc)
+
+        thread = threading.Thread(target=consume, daemon=True)
+        thread.start()
+        wait_for(lambda: got != [] and batch_done(conn), what="the batch is acked")
+        assert not own.closed  # used, never closed by the consumer
+        own.close()  # the owner takes it away: start() raises instead of reconnecting
+        thread.join(10)
+        assert not thread.is_alive()
+        assert len(failure) == 1 and isinstance(failure[0], pgque.PgqueConnectionError)
+        return
+
+    async def main() -> None:
+        own = await psycopg.AsyncConnection.connect(db, autocommit=True)
+        not_autocommit = await psycopg.AsyncConnection.connect(db)
+        consumer = check(own, not_autocommit)
+        await not_autocommit.close()
+        task = asyncio.create_task(consumer.start())
+        while not (got and batch_done(conn)):
+            await asyncio.sleep(0.02)
+        assert not own.closed
+        await own.close()
+        with pytest.raises(pgque.PgqueConnectionError):
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(main())
