@@ -20,130 +20,24 @@ where the consumer's own ticker is the subject.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import logging
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import psycopg
 import pytest
+from twins import batch_done, force_tick, handle, make, multi_class
 
 import pgque
 from _db import PgServer
 from _engine import one, rows
+from _wait import wait_for
 from pgque._cluster import TempCluster
 
 #: The largest retry delay, in seconds: PostgreSQL's 100 years (a year is 360 days).
 MAX_DELAY = 3_110_400_000
-
-AnyConsumer = pgque.Consumer | pgque.AsyncConsumer
-
-
-@pytest.fixture(params=["sync", "async"])
-def kind(request: pytest.FixtureRequest) -> str:
-    """Which consumer the test runs against."""
-    return str(request.param)
-
-
-def make(kind: str, dsn: str, *, queue: str = "q", name: str = "c", **options: Any) -> Any:
-    """A consumer of that kind (no ticker unless asked for)."""
-    options.setdefault("ticker", False)
-    cls = pgque.Consumer if kind == "sync" else pgque.AsyncConsumer
-    return cls(dsn, queue=queue, name=name, **options)
-
-
-def handle(consumer: AnyConsumer, func: Callable[[pgque.Message], None]) -> None:
-    """Register ``func`` for every type (wrapped in a coroutine for the async consumer)."""
-    if isinstance(consumer, pgque.AsyncConsumer):
-
-        async def handler(msg: pgque.Message) -> None:
-            func(msg)
-
-        consumer.on("*")(handler)
-    else:
-        consumer.on("*")(func)
-
-
-class Running:
-    """A consumer's ``start()`` in a thread of its own, with a thread-safe stop."""
-
-    def __init__(self, consumer: AnyConsumer) -> None:
-        self.consumer = consumer
-        self.error: BaseException | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self.thread = threading.Thread(target=self._main, daemon=True)
-        self.thread.start()
-        assert self._ready.wait(5), "the consumer's thread did not start"
-
-    def _main(self) -> None:
-        try:
-            if isinstance(self.consumer, pgque.AsyncConsumer):
-                asyncio.run(self._amain(self.consumer))
-            else:
-                self._ready.set()
-                self.consumer.start()
-        except BaseException as exc:  # the test looks at it
-            self.error = exc
-        finally:
-            self._ready.set()
-
-    async def _amain(self, consumer: pgque.AsyncConsumer) -> None:
-        self.loop = asyncio.get_running_loop()
-        self._ready.set()
-        await consumer.start()
-
-    def stop(self) -> None:
-        """Ask the consumer to stop, from any thread."""
-        if self.loop is None:
-            self.consumer.stop()
-            return
-        with contextlib.suppress(RuntimeError):  # the loop has ended already
-            self.loop.call_soon_threadsafe(self.consumer.stop)
-
-    def outcome(self, timeout: float) -> BaseException | None:
-        """Wait for ``start()`` to end; the exception it raised (None: it returned)."""
-        self.thread.join(timeout)
-        if self.thread.is_alive():
-            pytest.fail(f"start() still runs after {timeout} s")
-        return self.error
-
-
-@pytest.fixture
-def start() -> Iterator[Callable[[AnyConsumer], Running]]:
-    """Start consumers in threads; stop and join them all at teardown."""
-    started: list[Running] = []
-
-    def start(consumer: AnyConsumer) -> Running:
-        running = Running(consumer)
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        running.stop()
-    for running in started:
-        running.thread.join(10)
-        assert not running.thread.is_alive(), "a consumer did not stop within 10 s"
-
-
-def tick(conn: psycopg.Connection[Any], queue: str = "q") -> None:
-    one(conn, "select pgque.force_next_tick(%s)", queue)
-    one(conn, "select pgque.ticker(%s)", queue)
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what or 'condition'}")
-        time.sleep(0.02)
-
 
 def refuse(conn: psycopg.Connection[Any], table: str, when: str = "") -> None:
     """Make the server refuse writes to a pgque table (a trigger of the test's);
@@ -157,10 +51,6 @@ def refuse(conn: psycopg.Connection[Any], table: str, when: str = "") -> None:
         f" before {'update' if when else 'insert or update'} on {table}"
         f" for each row {when} execute function public.refuse()"
     )
-
-
-def batch_finished(conn: psycopg.Connection[Any]) -> bool:
-    return bool(one(conn, "select sub_batch is null and sub_last_tick > 1 from pgque.subscription"))
 
 
 # -- retry delays --------------------------------------------------------------
@@ -223,9 +113,9 @@ def test_every_delay_in_range_reaches_the_server(
     handle(consumer, later)
     for n in range(len(delays)):
         one(conn, "select pgque.send('q', %s::jsonb)", str(n))
-    tick(conn)
+    force_tick(conn)
     running = start(consumer)
-    wait_for(lambda: batch_finished(conn), what="the batch is acked")
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     assert one(conn, "select count(*) from pgque.retry_queue") == 3
     far = one(conn, "select max(ev_retry_after) - now() from pgque.retry_queue")
     assert far.days >= 35_999
@@ -250,9 +140,9 @@ def test_a_refused_nack_dead_letters_the_message_with_the_cause(
     handle(consumer, fail)
     msg_id = one(conn, "select pgque.send('q', '{}'::jsonb)")
     one(conn, "select pgque.send('q', 'ok', '{}'::jsonb)")
-    tick(conn)
+    force_tick(conn)
     running = start(consumer)
-    wait_for(lambda: batch_finished(conn), what="the batch is acked")
+    wait_for(lambda: batch_done(conn), what="the batch is acked")
     [(ev_id, reason)] = rows(conn, "select ev_id, dl_reason from pgque.dead_letter")
     assert ev_id == msg_id
     assert "nack failed" in reason and "refused by the test (retry_queue)" in reason
@@ -283,7 +173,7 @@ def test_settles_that_keep_failing_end_start_after_a_pause_each(
 
     handle(consumer, work)
     one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
+    force_tick(conn)
     error = start(consumer).outcome(timeout=20)
     assert isinstance(error, pgque.ConsumerGaveUp), error
     assert "3 batches in a row" in str(error) and "refused by the test" in str(error)
@@ -311,7 +201,7 @@ def test_a_successful_batch_resets_the_count_of_failed_settles(
     for payload in ("poison", "fine", "poison"):  # 1 failed settle, 0, 1: never 2 in a row
         calls.clear()
         one(conn, "select pgque.send('q', %s::jsonb)", f'"{payload}"')
-        tick(conn)
+        force_tick(conn)
         last = one(conn, "select max(tick_id) from pgque.tick")
         wait_for(lambda t=last: one(conn, "select sub_last_tick from pgque.subscription") == t,
                  what=f"the {payload} batch is acked")  # fmt: skip
@@ -361,7 +251,7 @@ def test_subscribe_true_subscribes_on_connect(
     subscribed = "select count(*) from pgque.get_consumer_info('q', 'newcomer')"
     wait_for(lambda: one(conn, subscribed) == 1, what="subscribed")
     msg_id = one(conn, "select pgque.send('q', '{}'::jsonb)")
-    tick(conn)
+    force_tick(conn)
     wait_for(lambda: got == [msg_id], what="the message is handled")
 
 
@@ -415,12 +305,12 @@ def test_the_reconnect_pause_starts_again_after_a_successful_poll(
 
 
 def test_a_multi_queue_consumer_stops_at_once_on_a_setup_error(
-    db: str, queue: str, start: Any
+    kind: str, db: str, queue: str, start: Any
 ) -> None:
-    """The same rule where several consumers share a connection (threaded only)."""
-    consumers = [make("sync", db, poll_interval=0.1), make("sync", db, name="nobody")]
+    """The same rule where several consumers share a connection."""
+    consumers = [make(kind, db, poll_interval=0.1), make(kind, db, name="nobody")]
     for consumer in consumers:
         handle(consumer, lambda msg: None)
-    error = start(pgque.MultiQueueConsumer(consumers)).outcome(timeout=5)
+    error = start(multi_class(kind)(consumers)).outcome(timeout=5)
     assert isinstance(error, pgque.PgqueConsumerNotFound), error
     assert "pgque subscribe q nobody" in str(error)

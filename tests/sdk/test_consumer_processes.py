@@ -1,4 +1,4 @@
-"""Consumers as real processes: killed mid-batch, two of one name, signals."""
+"""Consumers as real processes (both twins): killed mid-batch, two of one name, signals."""
 
 from __future__ import annotations
 
@@ -14,21 +14,17 @@ import psycopg
 import pytest
 
 from _engine import one
+from _wait import wait_for
 
 SCRIPT = Path(__file__).with_name("consumer_process.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not met before the deadline")
-        time.sleep(0.05)
-
-
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], Path]]]:
+def spawn(
+    tmp_path: Path, kind: str
+) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], Path]]]:
+    """Start consumer processes of the test's kind (``spawn(dsn, sleep)``); killed at teardown."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(dsn: str, sleep: float, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
@@ -36,7 +32,7 @@ def spawn(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes
         log.touch()
         env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), dsn, str(log), str(sleep), *extra], env=env
+            [sys.executable, str(SCRIPT), dsn, str(log), str(sleep), kind, *extra], env=env
         )
         procs.append(proc)
         return proc, log
@@ -64,17 +60,17 @@ def test_sigkilled_consumer_gets_its_batch_again(
 ) -> None:
     send_and_tick(conn, 2)
     proc, log = spawn(db, 30)
-    wait_for(lambda: len(lines(log)) >= 1)  # its handler is busy with the first message
+    wait_for(lambda: len(lines(log)) >= 1, timeout=20)  # its handler is busy with the first message
     first = lines(log)[0]
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     # The server rolls the batch back when the connection goes.
-    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"))
+    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"), timeout=20)
     assert one(conn, "select sub_last_tick from pgque.subscription") == 1
     _, log2 = spawn(db, 0)
-    wait_for(lambda: len([x for x in lines(log2) if x.startswith("done")]) == 2)
+    wait_for(lambda: len([x for x in lines(log2) if x.startswith("done")]) == 2, timeout=20)
     assert lines(log2)[0] == first  # the same message first, in a new process
-    wait_for(lambda: one(conn, "select sub_last_tick from pgque.subscription") == 2)
+    wait_for(lambda: one(conn, "select sub_last_tick from pgque.subscription") == 2, timeout=20)
 
 
 def test_two_processes_of_one_name_never_share_a_batch(
@@ -83,7 +79,7 @@ def test_two_processes_of_one_name_never_share_a_batch(
     (_, log_a), (_, log_b) = spawn(db, 0.05), spawn(db, 0.05)
     for _ in range(10):
         send_and_tick(conn, 2)
-    wait_for(lambda: one(conn, "select sub_last_tick from pgque.subscription") == 11, 40)
+    wait_for(lambda: one(conn, "select sub_last_tick from pgque.subscription") == 11, timeout=40)
     done = [x for x in lines(log_a) + lines(log_b) if x.startswith("done")]
     assert len(done) == len(set(done)) == 20
 
@@ -93,7 +89,7 @@ def test_signals_drain_then_roll_back(
 ) -> None:
     send_and_tick(conn, 3)
     proc, log = spawn(db, 1.0)
-    wait_for(lambda: len(lines(log)) >= 1)
+    wait_for(lambda: len(lines(log)) >= 1, timeout=20)
     proc.send_signal(signal.SIGTERM)  # first: finish the batch, then stop
     assert proc.wait(20) == 0
     assert len([x for x in lines(log) if x.startswith("done")]) == 3
@@ -101,11 +97,11 @@ def test_signals_drain_then_roll_back(
 
     send_and_tick(conn, 3)
     proc, log = spawn(db, 5.0)
-    wait_for(lambda: len(lines(log)) >= 1)
+    wait_for(lambda: len(lines(log)) >= 1, timeout=20)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)  # two signals sent at once would merge into one in the kernel
     proc.send_signal(signal.SIGTERM)  # second: roll back at the next message
     assert proc.wait(20) == 0
     assert len([x for x in lines(log) if x.startswith("done")]) == 1
-    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"))
+    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"), timeout=20)
     assert one(conn, "select sub_last_tick from pgque.subscription") == 2  # redelivered later

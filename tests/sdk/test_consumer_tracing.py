@@ -1,10 +1,8 @@
-"""A trace from the producer's span through the consumer's receive and process spans."""
+"""A trace from the producer's span through the consumer's receive, process and settle
+spans, for both consumer twins."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +12,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from twins import handle, make
 
 import pgque
 from _engine import one
+from _wait import wait_for
 
 
 @pytest.fixture
@@ -46,24 +46,32 @@ def send_in_a_trace(db: str, conn: psycopg.Connection[Any]) -> trace.Span:
 
 
 def test_process_span_continues_the_producer_trace(
-    db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
-) -> None:
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter,
+    start: Any,
+) -> None:  # fmt: skip
     parent = send_in_a_trace(db, conn)
+    consumer = make(kind, db, poll_interval=0.2)
+    calls: list[int] = []
 
-    consumer = pgque.Consumer(db, queue="q", name="c", poll_interval=0.2, ticker=False)
-    handled = threading.Event()
-    consumer.on("*")(lambda msg: handled.set())
-    thread = threading.Thread(target=consumer.start, daemon=True)
-    thread.start()
-    assert handled.wait(10)
-    deadline = time.monotonic() + 5
-    while not any(s.name == "ack q" for s in spans.get_finished_spans()):
-        assert time.monotonic() < deadline, "no ack span"
-        time.sleep(0.02)
-    consumer.stop()
-    thread.join(5)
+    def handler(msg: pgque.Message) -> None:
+        calls.append(msg.msg_id)
+        if len(calls) == 1:
+            raise RuntimeError("first delivery fails")
+
+    handle(consumer, handler)
+    running = start(consumer)
+    wait_for(lambda: any(s.name == "ack q" for s in spans.get_finished_spans()), what="an ack")
+    running.stop()
+    assert running.outcome(timeout=5) is None
 
     assert_one_traced_delivery(spans, parent)
+    (nack,) = [s for s in spans.get_finished_spans() if s.name == "nack q"]
+    assert nack.attributes is not None
+    assert nack.attributes["messaging.operation.type"] == "settle"
+    assert nack.attributes["messaging.consumer.group.name"] == "c"
+    (process,) = [s for s in spans.get_finished_spans() if s.name == "process q"]
+    assert process.attributes is not None
+    assert process.attributes["error.type"] == "RuntimeError"
 
 
 def assert_one_traced_delivery(spans: InMemorySpanExporter, parent: trace.Span) -> None:
@@ -86,36 +94,3 @@ def assert_one_traced_delivery(spans: InMemorySpanExporter, parent: trace.Span) 
     assert receive.attributes["messaging.batch.message_count"] == 1
     assert [link.context.trace_id for link in receive.links] == [trace_id]
     assert by_name["ack q"].attributes["messaging.operation.type"] == "settle"
-
-
-def test_async_consumer_spans_and_nack(
-    db: str, conn: psycopg.Connection[Any], queue: str, spans: InMemorySpanExporter
-) -> None:
-    parent = send_in_a_trace(db, conn)
-
-    async def run() -> None:
-        consumer = pgque.AsyncConsumer(db, queue="q", name="c", poll_interval=0.2, ticker=False)
-        calls = 0
-
-        @consumer.on("*")
-        async def handle(msg: pgque.Message) -> None:
-            nonlocal calls
-            calls += 1
-            if calls == 1:
-                raise RuntimeError("first delivery fails")
-
-        task = asyncio.create_task(consumer.start())
-        deadline = time.monotonic() + 10
-        while not any(s.name == "ack q" for s in spans.get_finished_spans()):
-            assert time.monotonic() < deadline, "no ack span"
-            await asyncio.sleep(0.02)
-        consumer.stop()
-        await asyncio.wait_for(task, 5)
-
-    asyncio.run(run())
-    assert_one_traced_delivery(spans, parent)
-    (nack,) = [s for s in spans.get_finished_spans() if s.name == "nack q"]
-    assert nack.attributes["messaging.operation.type"] == "settle"
-    assert nack.attributes["messaging.consumer.group.name"] == "c"
-    (process,) = [s for s in spans.get_finished_spans() if s.name == "process q"]
-    assert process.attributes["error.type"] == "RuntimeError"

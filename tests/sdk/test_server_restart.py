@@ -1,4 +1,4 @@
-"""The server restarts under a running producer and consumer: nothing is lost."""
+"""The server restarts under a running producer and consumer (each twin): nothing is lost."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import time
 from typing import Any
 
 import psycopg
-import pytest
+from twins import handle, make
 
 import pgque
 from _db import PgServer
+from _wait import wait_for
 from pgque._cluster import TempCluster
 
 
-def test_restart_loses_nothing(pg_server: PgServer) -> None:
+def test_restart_loses_nothing(kind: str, pg_server: PgServer, start: Any) -> None:
     with TempCluster(pg_server.version) as cluster:
         dsn = cluster.dsn()
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -39,32 +40,22 @@ def test_restart_loses_nothing(pg_server: PgServer) -> None:
                     time.sleep(0.1)
                 time.sleep(0.005)
 
-        consumer = pgque.Consumer(dsn, queue="q", name="c", poll_interval=0.5, ticker=True)
-        consumer.on("*")(lambda msg: handled.add(msg.msg_id))
-        threads = [threading.Thread(target=produce), threading.Thread(target=consumer.start)]
-        for t in threads:
-            t.start()
+        consumer = make(kind, dsn, poll_interval=0.5, ticker=True)
+        handle(consumer, lambda msg: handled.add(msg.msg_id))
+        producer = threading.Thread(target=produce)
+        producer.start()
+        running = start(consumer)
         try:
-            deadline = time.monotonic() + 20
-            while len(handled) < 20:
-                assert time.monotonic() < deadline, "nothing flowed before the restart"
-                time.sleep(0.05)
+            wait_for(lambda: len(handled) >= 20, timeout=20, what="messages before the restart")
             cluster._run("pg_ctl", "restart", "-w", "-m", "fast", "-l", str(cluster.log_file))
             after = len(sent)
-            deadline = time.monotonic() + 30
-            while len(sent) < after + 20:
-                assert time.monotonic() < deadline, "the producer did not come back"
-                time.sleep(0.05)
+            wait_for(lambda: len(sent) >= after + 20, timeout=30, what="the producer back")
             stop.set()
-            threads[0].join(10)
-            deadline = time.monotonic() + 60
-            while not sent <= handled:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{len(sent - handled)} committed messages never handled")
-                time.sleep(0.1)
+            producer.join(10)
+            wait_for(lambda: sent <= handled, timeout=60,
+                     what=f"all {len(sent)} committed messages handled")  # fmt: skip
             assert consumer.reconnects >= 1
         finally:
             stop.set()
-            consumer.stop()
-            for t in threads:
-                t.join(10)
+            running.stop()
+            producer.join(10)
