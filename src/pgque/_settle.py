@@ -88,26 +88,16 @@ class Settler:
         reason: str | None,
     ) -> None:
         """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
-        with _savepoint(conn):
-            self._execute(conn, msg, delay, reason)
-
-    def _execute(
-        self,
-        conn: psycopg.Connection[Any],
-        msg: Message,
-        delay: float | None,
-        reason: str | None,
-    ) -> None:
-        operation = "nack" if delay is not None else "dead_letter"
+        if delay is None:
+            operation, statement = "dead_letter", "dead_letter_event"
+            params: tuple[Any, ...] = (msg.batch_id, msg.msg_id, reason)
+        else:
+            operation, statement = "nack", "nack_by_id"
+            params = (msg.batch_id, msg.msg_id, policy.retry_interval(delay), reason)
         with telemetry().operation(operation, self.queue, attributes=self._attributes) as op:
             op.set_message_id(msg.msg_id)
-            if delay is None:
-                params: tuple[Any, ...] = (msg.batch_id, msg.msg_id, reason)
-                conn.execute(query("dead_letter_event"), params)
-            else:
-                interval = policy.retry_interval(delay)
-                params = (msg.batch_id, msg.msg_id, interval, reason)
-                conn.execute(query("nack_by_id"), params)
+            with _savepoint(conn):
+                conn.execute(query(statement), params)
 
     def ack(self, client: PgqueClient, batch_id: int) -> int:
         """Ack the batch: 1, or 0 (logged) when it was not open.
