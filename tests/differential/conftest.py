@@ -3,12 +3,12 @@
 PgQ exists only as Debian's ``postgresql-15-pgq3``, so these tests run in the
 PostgreSQL 15 run (``PGQUE_TEST_PG=15``). In a run on another server version they are
 deselected, with one line in the terminal saying so; on PostgreSQL 15 without the
-extension they fail, telling what to install. They are never skipped.
+extension they fail, telling what to install. They are never skipped (the marker hook
+is the root conftest's).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,45 +17,10 @@ import pytest
 from pgqdiff_harness import Session
 from pgqdiff_schedule import CONTROL
 
-PGQ_MAJOR = 15
-PGQ_PACKAGE = "postgresql-15-pgq3"
-_DESELECTED = pytest.StashKey[str]()
+from _db import VERSION_BOUND
 
-
-def _run_server_major() -> int | None:
-    """The major version the run's server will have, or None if unknown before it starts."""
-    dsn = os.environ.get("PGQUE_TEST_DSN")
-    if dsn:
-        try:
-            with psycopg.connect(dsn, connect_timeout=10) as conn:
-                return conn.info.server_version // 10000
-        except psycopg.Error:
-            return None  # the pg_server fixture reports the problem
-    try:
-        return int(os.environ.get("PGQUE_TEST_PG") or "18")
-    except ValueError:
-        return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the ``pgq`` tests unless the run's server is PostgreSQL 15."""
-    major = _run_server_major()
-    if major is None or major == PGQ_MAJOR:
-        return
-    deselected = [item for item in items if item.get_closest_marker("pgq") is not None]
-    if not deselected:
-        return
-    config.hook.pytest_deselected(items=deselected)
-    items[:] = [item for item in items if item.get_closest_marker("pgq") is None]
-    config.stash[_DESELECTED] = (
-        f"pgq differential tests: {len(deselected)} deselected on PostgreSQL {major};"
-        f" they run in the PostgreSQL {PGQ_MAJOR} run (PGQUE_TEST_PG={PGQ_MAJOR},"
-        f" needs {PGQ_PACKAGE})"
-    )
-
-
-def pytest_report_collectionfinish(config: pytest.Config) -> str | list[str]:
-    return config.stash.get(_DESELECTED, [])
+PGQ_MAJOR = VERSION_BOUND["pgq"].major
+PGQ_PACKAGE = VERSION_BOUND["pgq"].package
 
 
 @pytest.fixture

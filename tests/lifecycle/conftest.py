@@ -13,7 +13,7 @@ pg_cron works in one database per cluster (``cron.database_name``), so each test
 gets that database reset (jobs, run history, schemas) with pgque freshly installed.
 In runs on another server version the ``pg_cron`` tests are deselected, with one
 terminal line saying so; on PostgreSQL 15 without pg_cron they fail, saying what to
-install. They are never skipped.
+install. They are never skipped (the marker hook is the root conftest's).
 
 Other fixtures: ``timetable`` installs a stand-in for pg_timetable's job API
 (``lifecycle_helpers.TIMETABLE_STAND_IN``) into the test database; ``new_role`` makes
@@ -23,7 +23,6 @@ NOLOGIN roles that are dropped afterwards.
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -33,54 +32,11 @@ import pytest
 from lifecycle_helpers import CRON_DB, CronServer, NewRole, install_timetable
 from psycopg import sql
 
+from _db import VERSION_BOUND
 from pgque._cluster import ClusterError, TempCluster, find_bin_dir
 
-CRON_MAJOR = 15
-CRON_PACKAGE = "postgresql-15-cron"
-_DESELECTED = pytest.StashKey[str]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        f"pg_cron: needs pg_cron ({CRON_PACKAGE}; PGQUE_TEST_PG={CRON_MAJOR})",
-    )
-
-
-def _run_server_major() -> int | None:
-    """The major version of the run's server, or None if it cannot be told yet."""
-    dsn = os.environ.get("PGQUE_TEST_DSN")
-    if dsn:
-        try:
-            with psycopg.connect(dsn, connect_timeout=10) as conn:
-                return conn.info.server_version // 10000
-        except psycopg.Error:
-            return None  # the pg_server fixture reports the problem
-    try:
-        return int(os.environ.get("PGQUE_TEST_PG") or "18")
-    except ValueError:
-        return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the ``pg_cron`` tests unless the run's server is PostgreSQL 15."""
-    major = _run_server_major()
-    if major is None or major == CRON_MAJOR:
-        return
-    deselected = [item for item in items if item.get_closest_marker("pg_cron") is not None]
-    if not deselected:
-        return
-    config.hook.pytest_deselected(items=deselected)
-    items[:] = [item for item in items if item.get_closest_marker("pg_cron") is None]
-    config.stash[_DESELECTED] = (
-        f"pg_cron tests: {len(deselected)} deselected on PostgreSQL {major};"
-        f" they run in the PostgreSQL {CRON_MAJOR} run (PGQUE_TEST_PG={CRON_MAJOR},"
-        f" needs {CRON_PACKAGE})"
-    )
-
-
-def pytest_report_collectionfinish(config: pytest.Config) -> str | list[str]:
-    return config.stash.get(_DESELECTED, [])
+CRON_MAJOR = VERSION_BOUND["pg_cron"].major
+CRON_PACKAGE = VERSION_BOUND["pg_cron"].package
 
 
 # -- pg_cron clusters ---------------------------------------------------------
