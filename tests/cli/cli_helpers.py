@@ -9,12 +9,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
 from pgque.cli import cli
@@ -66,18 +64,6 @@ def spawn(*args: str, dsn: str | None) -> subprocess.Popen[str]:
         text=True,
         env=child_env(dsn),
     )
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll until ``condition()`` is truthy; return its value or fail."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not met within {timeout} s")
-        time.sleep(0.05)
 
 
 def one_error_line(run: Run) -> str:

@@ -9,9 +9,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_helpers import Pgque, spawn, wait_for
+from cli_helpers import Pgque, spawn
 
 from _engine import make_queue, one, rows, tick
+from _wait import wait_for
 from pgque.cli import ExitCode
 
 
@@ -59,7 +60,7 @@ def test_tail_prints_new_messages_then_unsubscribes(
     tick(conn, "q")  # delivered before tail subscribes: not shown
     proc = spawn("tail", "q", "--count", "2", "--json", dsn=db)
     processes.append(proc)
-    wait_for(lambda: tail_subscriptions(conn), what="tail subscribed")
+    wait_for(lambda: tail_subscriptions(conn), timeout=30, what="tail subscribed")
     for n in range(3):
         one(conn, "select pgque.send('q', 'note', %s::jsonb)", json.dumps({"n": n}))
     out, err = proc.communicate(timeout=60)
@@ -86,7 +87,7 @@ def test_tail_stops_on_signal(
 ) -> None:
     proc = spawn("tail", "q", dsn=db)
     processes.append(proc)
-    wait_for(lambda: tail_subscriptions(conn), what="tail subscribed")
+    wait_for(lambda: tail_subscriptions(conn), timeout=30, what="tail subscribed")
     one(conn, "select pgque.send('q', 'note', '{\"hello\": 1}'::jsonb)")
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -11,6 +11,7 @@ import pytest
 from cli_helpers import Pgque
 
 from _engine import make_queue, one, tick
+from _wait import wait_for
 from pgque.cli import ExitCode
 from pgque.cli.monitor import sparkline
 
@@ -85,7 +86,8 @@ def test_status_text(pgque: Pgque, busy: str) -> None:
 def test_status_unhealthy_exit_code(pgque: Pgque, conn: psycopg.Connection[Any], busy: str) -> None:
     # A consumer lagging beyond the rotation period is critical.
     one(conn, "select pgque.set_queue_config('orders', 'rotation_period', '1 second')")
-    time.sleep(1.2)
+    lag = "select status from pgque.queue_health() where check_name = 'consumer_lag:worker'"
+    wait_for(lambda: one(conn, lag) == "critical", what="the consumer's lag critical")
     run = pgque("status", "--json")
     assert run.code == ExitCode.UNHEALTHY
     data = run.json()

@@ -8,9 +8,10 @@ import threading
 from typing import Any
 
 import psycopg
-from cli_helpers import Pgque, invoke, one_error_line, spawn, wait_for
+from cli_helpers import Pgque, invoke, one_error_line, spawn
 
 from _engine import one, rows
+from _wait import wait_for
 from pgque.cli import ExitCode
 
 # A stand-in for pg_timetable's job API (what pgque.start_timetable() calls),

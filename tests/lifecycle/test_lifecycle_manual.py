@@ -11,6 +11,7 @@ import pytest
 from lifecycle_helpers import NewRole, collect_messages
 
 from _engine import make_queue, one, rows
+from _wait import wait_for
 
 START_TEXT = (
     "pg_cron extension is not installed. PgQue itself works without pg_cron, but"
@@ -202,7 +203,7 @@ def test_ticker_loop_commits_after_every_tick(conn: Conn, connect: Any) -> None:
     before = tick_count(conn)
     thread.start()
     try:
-        time.sleep(0.6)
+        wait_for(lambda: tick_count(conn) - before >= 2, what="two ticks while it runs")
         midway = tick_count(conn) - before
         assert 2 <= midway < 20  # committed, seen by another session, while it runs
         assert ticker_lock_holders(conn) == [looper.info.backend_pid]
@@ -244,7 +245,8 @@ def test_the_loop_reads_the_tick_period_every_round(conn: Conn, connect: Any) ->
     before = tick_count(conn)
     thread.start()
     try:
-        time.sleep(0.5)  # the first round ticked once, the loop waits for the next second
+        # The first round ticked once; the loop now waits for the next second.
+        wait_for(lambda: tick_count(conn) - before >= 1, what="the first round's tick")
         one(conn, "select pgque.set_tick_period_ms(100)")
     finally:
         thread.join(10)

@@ -13,6 +13,7 @@ import pytest
 from lifecycle_helpers import NewRole, install_timetable
 
 from _engine import one, rows
+from _wait import wait_for
 
 Conn = psycopg.Connection[Any]
 Connect = Callable[..., Conn]
@@ -105,13 +106,6 @@ def backdate_ticks(conn: Conn, queue: str, by: str) -> None:
     )
 
 
-def wait_for(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
-
-
 def percentile_cont(values: list[dt.timedelta], fraction: float) -> dt.timedelta:
     ordered = sorted(values)
     pos = fraction * (len(ordered) - 1)
@@ -160,8 +154,9 @@ def test_us9_observability_and_health_monitoring(conn: Conn) -> None:
     assert consumers["lagging", "fast"]["lag"] == dt.timedelta(0)
 
     # The slow consumer's lag crosses half the rotation period, then all of it.
-    wait_for(lambda: health(conn)["lagging", "consumer_lag:slow"][0] == "warning", 5)
-    wait_for(lambda: health(conn)["lagging", "consumer_lag:slow"][0] == "critical", 5)
+    lag = ("lagging", "consumer_lag:slow")
+    wait_for(lambda: health(conn)[lag][0] == "warning", timeout=5, what="a warning")
+    wait_for(lambda: health(conn)[lag][0] == "critical", timeout=5, what="critical")
     checks = health(conn)
     assert checks["lagging", "consumer_lag:fast"] == ("ok", "caught up")
     assert checks["healthy", "consumer_lag:app"] == ("ok", "caught up")
