@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from twins import handle, make
 
+import _wait
 import pgque
 from _engine import one, rows
+from pgque import _consumer_policy as policy
+from pgque._queries import query
 
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not met before the deadline")
-        time.sleep(0.02)
+wait_for = functools.partial(_wait.wait_for, timeout=15.0)  # a ticker's rounds take time
 
 
 @pytest.fixture
@@ -141,22 +140,21 @@ def test_held_xmin_slows_ticking(
     assert time.monotonic() - sent < 2.5
 
 
-def test_consumer_auto_ticker(db: str, conn: psycopg.Connection[Any], plain_queue: str) -> None:
-    import threading
-
-    consumer = pgque.Consumer(db, queue="q", name="c", poll_interval=30)
+def test_consumer_auto_ticker(
+    kind: str, db: str, conn: psycopg.Connection[Any], plain_queue: str, start: Any
+) -> None:
+    """``ticker="auto"`` without a scheduler: the consumer ticks for itself (either twin)."""
+    consumer = make(kind, db, ticker="auto", poll_interval=30)
     got: list[int] = []
-    consumer.on("*")(lambda msg: got.append(msg.msg_id))
-    thread = threading.Thread(target=consumer.start, daemon=True)
-    thread.start()
-    try:
-        one(conn, "select pgque.send('q', '{}'::jsonb)")
-        wait_for(lambda: got != [], timeout=10)
-    finally:
-        consumer.stop()
-        thread.join(5)
+    handle(consumer, lambda msg: got.append(msg.msg_id))
+    running = start(consumer)
+    one(conn, "select pgque.send('q', '{}'::jsonb)")  # never ticked by the test
+    wait_for(lambda: got != [], timeout=10)
+    running.stop()
+    assert running.outcome(timeout=5) is None
     conn.execute("update pgque.config set scheduler = 'pg_cron'")
-    assert pgque.Consumer(db, queue="q", name="c")._wants_ticker(conn) is False
+    row = conn.execute(query("scheduler")).fetchone()  # what the consumers read to decide
+    assert policy.ticker_wanted("auto", row) is False
 
 
 def test_eager_tick_sees_a_new_queues_first_event(
