@@ -16,6 +16,7 @@ from pgque.errors import (
     PgqueInvalidArgument,
     PgqueMessageNotFound,
     PgqueNotInstalledError,
+    PgqueOperationRefused,
     PgqueQueueNotFound,
     from_database_error,
 )
@@ -105,9 +106,8 @@ def cli_error(exc: BaseException, context: Mapping[str, Any] | None = None) -> C
         return CliError(
             f"{message}: this role lacks the privilege (grant it pgque_admin)", ExitCode.FAILURE
         )
+    # A refusal is the state forbidding the operation; corruption, a failed
+    # ticker or maintenance run and internal errors are failures.
+    code = ExitCode.REFUSED if isinstance(error, PgqueOperationRefused) else ExitCode.FAILURE
     hint = _HINTS.get(error.code or "")
-    if hint is not None:
-        return CliError(f"{message}: {hint}", ExitCode.REFUSED)
-    if error.code is not None:
-        return CliError(message, ExitCode.REFUSED)
-    return CliError(message, ExitCode.FAILURE)
+    return CliError(f"{message}: {hint}" if hint is not None else message, code)
