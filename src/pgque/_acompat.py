@@ -84,10 +84,25 @@ async def call_with_timeout(
     return "stopped" if done else "running"
 
 
+def _default_handler(handler: object) -> bool:
+    """True when a signal is handled as by default: not by the application (Python's
+    own SIGINT handler and asyncio.run's count as default)."""
+    if handler is signal.SIG_DFL or handler is signal.default_int_handler:
+        return True
+    runner = getattr(asyncio.runners, "Runner", None)  # Python 3.11+
+    on_sigint = getattr(runner, "_on_sigint", None)
+    func = getattr(handler, "func", None)  # asyncio.run's: a partial of Runner._on_sigint
+    return on_sigint is not None and getattr(func, "__func__", None) is on_sigint
+
+
 @contextlib.contextmanager
 def signal_handlers(handler: Callable[[int], None]) -> Iterator[None]:
     """Call ``handler(signum)`` on SIGTERM and SIGINT (in the event loop) inside the block,
-    when it runs on the main thread; the previous handlers are restored afterwards."""
+    when it runs on the main thread; the previous handlers are restored afterwards.
+
+    A signal the application handles itself (with ``signal.signal`` or the
+    loop's ``add_signal_handler``) is left to it: it calls ``stop()``.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -96,6 +111,8 @@ def signal_handlers(handler: Callable[[int], None]) -> Iterator[None]:
     added: list[signal.Signals] = []
     try:
         for sig in SIGNALS:
+            if not _default_handler(previous[sig]):
+                continue
             try:
                 loop.add_signal_handler(sig, handler, sig)
             except (NotImplementedError, RuntimeError):

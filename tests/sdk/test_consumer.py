@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
 from typing import Any
 
@@ -325,3 +326,36 @@ def test_handlers_settle_and_ack_in_key_order(
     assert seen == [0, 1, 2, 3]  # one key: in order, even with concurrency
     assert rows(conn, "select ev_data from pgque.retry_queue") == [("1",)]
     assert rows(conn, "select ev_data, dl_reason from pgque.dead_letter") == [("2", "bad")]
+
+
+def test_start_on_the_main_thread_takes_the_signals_while_it_runs(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str
+) -> None:
+    """SIGTERM and SIGINT stop the consumer while start() runs on the main thread, and
+    are given back after; an AsyncConsumer leaves a handler of the application's alone."""
+
+    def app_handler(signum: int, frame: object) -> None:
+        pass
+
+    during: list[tuple[object, object]] = []
+    consumer = make(kind, db, poll_interval=0.2)
+
+    def look(msg: pgque.Message) -> None:
+        during.append((signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)))
+        consumer.stop()
+
+    handle(consumer, look)
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    force_tick(conn)
+    before = signal.signal(signal.SIGTERM, app_handler)
+    try:
+        if kind == "async":
+            asyncio.run(consumer.start())
+        else:
+            consumer.start()
+        assert signal.getsignal(signal.SIGTERM) is app_handler  # given back
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    [(term, interrupt)] = during
+    assert interrupt is not signal.default_int_handler  # the consumer's (or its loop's)
+    assert (term is app_handler) == (kind == "async")
