@@ -9,6 +9,7 @@ by priority: :class:`MultiQueueConsumer`), and tick without pg_cron with
 :class:`Ticker`.
 """
 
+from pgque._consumer_options import ConsumerOptions
 from pgque._version import __version__
 from pgque.async_client import AsyncPgqueClient, connect_async
 from pgque.async_consumer import AsyncConsumer
@@ -55,6 +56,7 @@ __all__ = [
     "ComponentStatus",
     "Consumer",
     "ConsumerGaveUp",
+    "ConsumerOptions",
     "ConsumerStats",
     "DeadLetter",
     "DlqReplayResult",

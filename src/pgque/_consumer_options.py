@@ -200,3 +200,6 @@ class ConsumerSettings:
     max_abandoned = Option[int]()
     max_settle_failures = Option[int]()
     subscribe = Option[bool]()
+
+
+ConsumerOptions.__module__ = "pgque"
