@@ -78,6 +78,7 @@ PROSE: list[tuple[str, str]] = [
     ("opened on the first send or ``async with``", "opened now"),
     ("The first send opens it otherwise.", "The constructor calls it."),
     ("an async connection", "a connection"),
+    ("The function (a coroutine function) is called", "The function is called"),
     ("tasks", "threads"),
 ]
 

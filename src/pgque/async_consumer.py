@@ -1,4 +1,4 @@
-"""The consumer: a loop that receives batches and awaits your handlers.
+"""The consumer: a loop that receives batches and calls your handlers.
 
 Each poll is one transaction from receive to ack on the consumer's
 connection: the subscription row stays locked meanwhile, so two processes
