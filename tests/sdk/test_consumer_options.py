@@ -24,7 +24,7 @@ from pgque._consumer_options import ConsumerOptions
 from pgque._dispatch import RateLimiter
 
 
-def options(kind: str, **kwargs: Any) -> dict[str, Any]:
+def options(**kwargs: Any) -> dict[str, Any]:
     """The options of these tests' consumers: a short poll interval, and ``kwargs``."""
     return {"poll_interval": 0.2, **kwargs}
 
@@ -62,7 +62,7 @@ def test_bad_option_combinations(kind: str) -> None:
 def test_handler_nacks_and_dead_letters_its_messages(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind))
+    consumer = make(kind, db, **options())
 
     def decide(msg: pgque.Message) -> None:
         if msg.json() == 0:
@@ -83,7 +83,7 @@ def test_transactional_handler_commits_with_the_ack(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
     conn.execute("create table done (n int primary key)")
-    consumer = make(kind, db, **options(kind))
+    consumer = make(kind, db, **options())
     insert = "insert into done values (%s)"
     failure = "its write must roll back, the others stay"
 
@@ -113,7 +113,7 @@ def test_transactional_handler_commits_with_the_ack(
 def test_concurrency_runs_messages_in_parallel(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, concurrency=4))
+    consumer = make(kind, db, **options(concurrency=4))
     running: set[int] = set()
     peak = [0]
     lock = threading.Lock()
@@ -153,7 +153,7 @@ def test_concurrency_runs_messages_in_parallel(
 def test_ordered_by_keeps_each_key_in_order(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, concurrency=4))
+    consumer = make(kind, db, **options(concurrency=4))
     seen: dict[str | None, list[int]] = {}
 
     def work(msg: pgque.Message) -> Any:
@@ -174,7 +174,7 @@ def test_ordered_by_keeps_each_key_in_order(
 def test_max_batch_time_nacks_the_rest_and_acks(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, max_batch_time=0))
+    consumer = make(kind, db, **options(max_batch_time=0))
     handled: list[int] = []
     handle(consumer, lambda msg: handled.append(msg.msg_id), "t")
     send(conn, 3)
@@ -210,7 +210,7 @@ def test_a_timeout_nacks_and_gives_up_past_max_abandoned(
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     release = threading.Event()
-    consumer = make(kind, db, **options(kind, max_abandoned=0))
+    consumer = make(kind, db, **options(max_abandoned=0))
     consumer.on("t", timeout=0.2)(hanging_handler(kind, release))
     send(conn, 1)
     force_tick(conn)
@@ -226,7 +226,7 @@ def test_a_timeout_nacks_the_message(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
     release = threading.Event()
-    consumer = make(kind, db, **options(kind, max_abandoned=5))
+    consumer = make(kind, db, **options(max_abandoned=5))
     consumer.on("t", timeout=0.2)(hanging_handler(kind, release))
     send(conn, 1)
     force_tick(conn)
@@ -243,7 +243,7 @@ def test_a_handler_that_stops_in_time_is_not_abandoned(
 ) -> None:  # fmt: skip
     """Past its timeout a task is cancelled: not abandoned when it ends; a thread cannot
     be stopped: it is abandoned (counted) and ends by itself."""
-    consumer = make(kind, db, **options(kind, max_abandoned=1))
+    consumer = make(kind, db, **options(max_abandoned=1))
     ended: list[str] = []
 
     async def aslow(msg: pgque.Message) -> None:
@@ -274,7 +274,7 @@ def test_a_transactional_handler_past_its_timeout_rolls_the_batch_back(
 ) -> None:
     release = threading.Event()
     calls: list[int] = []
-    consumer = make(kind, db, **options(kind))
+    consumer = make(kind, db, **options())
     hang = hanging_handler(kind, release)
 
     def once(msg: pgque.Message, tx: Any) -> Any:
@@ -295,7 +295,7 @@ def test_a_transactional_handler_past_its_timeout_rolls_the_batch_back(
 def test_stop_past_shutdown_timeout_rolls_back(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, shutdown_timeout=0))
+    consumer = make(kind, db, **options(shutdown_timeout=0))
     handled: list[int] = []
 
     def stop_now(msg: pgque.Message) -> None:
@@ -314,7 +314,7 @@ def test_stop_past_shutdown_timeout_rolls_back(
 def test_stop_within_shutdown_timeout_finishes_the_batch(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, shutdown_timeout=30))
+    consumer = make(kind, db, **options(shutdown_timeout=30))
     handled: list[int] = []
 
     def work(msg: pgque.Message) -> None:
@@ -331,7 +331,7 @@ def test_stop_within_shutdown_timeout_finishes_the_batch(
 def test_retry_backoff_grows_with_retries(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, retry_backoff=(100, 1000)))
+    consumer = make(kind, db, **options(retry_backoff=(100, 1000)))
 
     def fail(msg: pgque.Message) -> None:
         raise RuntimeError("always")
@@ -358,7 +358,7 @@ def test_rate_limiter_spaces_tokens_after_its_burst() -> None:
 def test_rate_limit_holds_the_consumer_to_its_rate(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:
-    consumer = make(kind, db, **options(kind, rate_limit=5))  # a burst of 5, then 5/s
+    consumer = make(kind, db, **options(rate_limit=5))  # a burst of 5, then 5/s
     stamps: list[float] = []
     handle(consumer, lambda msg: stamps.append(time.monotonic()), "t")
     send(conn, 8)

@@ -135,10 +135,3 @@ class Running:
         """True while ``start()`` runs."""
         return self.thread.is_alive()
 
-
-def run_in_loop(kind: str, call: Callable[[], Any]) -> Any:
-    """``call()``'s result; for the async kind, awaited in an event loop of its own."""
-    result = call()
-    if kind == "async":
-        return asyncio.run(result)
-    return result
