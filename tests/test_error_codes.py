@@ -68,6 +68,7 @@ def test_every_class_has_a_place() -> None:
     classes = {getattr(errors, name) for name in errors.__all__} - {from_database_error}
     # Raised by the Python side only, not for a SQL code.
     python_only = {
+        pgque.ConsumerGaveUp,
         pgque.PgqueError,
         pgque.PgqueConnectionError,
         pgque.PgqueNotInstalledError,

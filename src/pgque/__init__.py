@@ -16,8 +16,9 @@ from pgque.async_consumer import AsyncConsumer
 from pgque.async_multi_consumer import AsyncMultiQueueConsumer
 from pgque.async_producer import AsyncProducer, AsyncProducerBatch
 from pgque.client import PgqueClient, connect
-from pgque.consumer import Consumer, ConsumerGaveUp
+from pgque.consumer import Consumer
 from pgque.errors import (
+    ConsumerGaveUp,
     PgqueAssertionFailed,
     PgqueBatchNotFound,
     PgqueConnectionError,

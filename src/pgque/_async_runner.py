@@ -171,7 +171,7 @@ class AsyncRunner:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listener:
             for consumer in self.consumers:
                 channel = sql.Identifier(f"pgque_{consumer.queue}")
-                await listener.execute(sql.SQL("listen {}").format(channel))
+                await listener.execute(sql.SQL(query("listen")).format(channel))
             self._set_listening(True)
             try:
                 yield listener

@@ -31,6 +31,8 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pgque.errors import (
+    ConnectionAbandoned,
+    ConsumerGaveUp,
     PgqueConnectionError,
     PgqueConsumerNotFound,
     PgqueError,
@@ -73,16 +75,6 @@ BACKOFF_START = 0.1
 BACKOFF_CAP = 30.0
 #: The longest a wait goes without looking at the stop flag.
 WAIT_SLICE = 0.5
-
-
-class ConsumerGaveUp(PgqueError):
-    """The consumer cannot go on (handler threads that will not stop, or batches it
-    cannot settle): see the message, then restart it."""
-
-
-class ConnectionAbandoned(PgqueConnectionError):
-    """A transactional handler outlived its timeout: the batch's connection was closed
-    under it (the batch rolls back), so the consumer reconnects."""
 
 
 class SettleFailed(Exception):
@@ -361,4 +353,3 @@ def ticker_wanted(setting: bool | str, row: tuple[Any, ...] | None) -> bool:
     return setting if isinstance(setting, bool) else scheduler_absent(row)
 
 
-ConsumerGaveUp.__module__ = "pgque"

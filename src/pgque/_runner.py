@@ -171,7 +171,7 @@ class Runner:
         with psycopg.Connection.connect(dsn, autocommit=True) as listener:
             for consumer in self.consumers:
                 channel = sql.Identifier(f"pgque_{consumer.queue}")
-                listener.execute(sql.SQL("listen {}").format(channel))
+                listener.execute(sql.SQL(query("listen")).format(channel))
             self._set_listening(True)
             try:
                 yield listener

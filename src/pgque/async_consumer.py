@@ -50,10 +50,10 @@ from pgque._consumer_options import (
     check_handler,
     check_source,
 )
-from pgque._consumer_policy import ConnectionAbandoned, ConsumerGaveUp
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._queries import query
 from pgque.async_client import AsyncPgqueClient
+from pgque.errors import ConnectionAbandoned, ConsumerGaveUp
 from pgque.message import Message
 from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 

@@ -49,12 +49,12 @@ from pgque._consumer_options import (
     check_handler,
     check_source,
 )
-from pgque._consumer_policy import ConnectionAbandoned, ConsumerGaveUp
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._queries import query
 from pgque._runner import Runner, setup_errors
 from pgque._settle import Settler
 from pgque.client import PgqueClient
+from pgque.errors import ConnectionAbandoned, ConsumerGaveUp
 from pgque.message import Message
 from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 

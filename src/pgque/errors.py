@@ -9,6 +9,7 @@ psycopg exception stays available as ``__cause__``::
           +-- PgqueConnectionError
           +-- PgqueNotInstalledError
           +-- PgqueInstallError
+          +-- ConsumerGaveUp
           +-- PgqueQueueNotFound
           +-- PgqueConsumerNotFound
           +-- PgqueBatchNotFound
@@ -41,6 +42,7 @@ from __future__ import annotations
 import psycopg
 
 __all__ = [
+    "ConsumerGaveUp",
     "PgqueAssertionFailed",
     "PgqueBatchNotFound",
     "PgqueConnectionError",
@@ -93,6 +95,16 @@ class PgqueNotInstalledError(PgqueError):
 
 class PgqueInstallError(PgqueError):
     """Installing or uninstalling the pgque schema failed."""
+
+
+class ConsumerGaveUp(PgqueError):
+    """A consumer cannot go on (handler threads that will not stop, or batches it
+    cannot settle): see the message, then restart it."""
+
+
+class ConnectionAbandoned(PgqueConnectionError):
+    """Internal: a transactional handler outlived its timeout, so the batch's
+    connection was closed under it (the batch rolls back) and the consumer reconnects."""
 
 
 class PgqueQueueNotFound(PgqueError):

@@ -446,9 +446,6 @@ SQL_TEXT = re.compile(
 # Modules still holding SQL text of their own, and why.
 SQL_ALLOWED = {
     "installer.py": "reads the installed version before pgque's functions may exist",
-    # The consumers' LISTEN: a `listen {}` template for queries.sql is still to come.
-    "_async_runner.py": "listen {}",
-    "_runner.py": "listen {}",
 }
 
 

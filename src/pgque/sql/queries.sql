@@ -246,6 +246,9 @@ select dl_id from pgque.dlq_inspect(%s, null) order by dl_id limit %s
 -- Templates for psycopg.sql, where an identifier must be spliced in: each {}
 -- is an sql.Identifier.
 
+-- name: listen
+listen {}
+
 -- name: vacuum
 vacuum {}
 
