@@ -15,7 +15,7 @@ Run it as is: it starts a throwaway PostgreSQL (pgque's ``TempCluster``),
 sends demo orders, runs both queries with ``availableNow`` and prints what
 they wrote::
 
-    pip install 'pgque[spark]'
+    pip install '.[spark]'
     PYSPARK_PYTHON=$(which python) python examples/spark_orders.py
 
 Against any database with pgque installed (queues are created if missing;

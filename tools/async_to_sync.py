@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import io
 import re
+import shutil
 import subprocess
 import sys
 import tokenize
@@ -254,9 +256,10 @@ def convert_tokens(text: str) -> str:
             skip_space = True
         elif tok.type == tokenize.NAME:
             string = rename(string)
-        elif tok.type in (tokenize.STRING, tokenize.COMMENT) or tokenize.tok_name.get(
-            tok.type
-        ) == "FSTRING_MIDDLE":
+        elif (
+            tok.type in (tokenize.STRING, tokenize.COMMENT)
+            or tokenize.tok_name.get(tok.type) == "FSTRING_MIDDLE"
+        ):
             string = convert_text(string)
         out.append(string)
         pos = end
@@ -275,8 +278,18 @@ def header(source: str) -> str:
     )
 
 
+def _ruff_command() -> list[str]:
+    """How to run ruff: this Python's, else the one on PATH, else the clone's .venv's."""
+    if importlib.util.find_spec("ruff") is not None:
+        return [sys.executable, "-m", "ruff"]
+    for found in (shutil.which("ruff"), ROOT / ".venv" / "bin" / "ruff"):
+        if found is not None and Path(found).is_file():
+            return [str(found)]
+    raise GenerateError("ruff is needed to format the generated modules: pip install -e '.[dev]'")
+
+
 def _ruff(args: list[str], text: str, target: str) -> str:
-    command = [sys.executable, "-m", "ruff", *args, "--stdin-filename", target, "-"]
+    command = [*_ruff_command(), *args, "--stdin-filename", target, "-"]
     done = subprocess.run(
         command, input=text, capture_output=True, text=True, cwd=ROOT, check=False
     )

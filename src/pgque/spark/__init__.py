@@ -1,6 +1,6 @@
 """PySpark connector: read pgque queues as streams or tables, write DataFrames into queues.
 
-Needs PySpark 4.2 or later and pyarrow (``pip install 'pgque[spark]'``), on
+Needs PySpark 4.2 or later and pyarrow (``pip install '.[spark]'``), on
 the driver and on the workers: Spark starts workers with ``python3`` from
 ``PATH`` unless ``PYSPARK_PYTHON`` names another interpreter.
 
@@ -49,7 +49,7 @@ __all__ = ["SCHEMA", "PgqueDataSource", "SinkOptions", "SourceOptions", "advance
 
 def register(spark: Any) -> None:
     """Register the ``pgque`` format on a SparkSession (not needed when ``pyspark_pgque``
-    is importable by the workers, as it is after ``pip install 'pgque[spark]'``)."""
+    is importable by the workers, as it is after ``pip install '.[spark]'``)."""
     spark.dataSource.register(PgqueDataSource)
 
 
