@@ -1,0 +1,1 @@
+"""Integrations with application frameworks: :mod:`pgque.contrib.django`."""

@@ -1,0 +1,1 @@
+"""``manage.py pgque_worker`` and ``manage.py pgque``."""

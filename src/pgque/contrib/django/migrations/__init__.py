@@ -1,0 +1,1 @@
+"""One migration per pgque version: each installs pgque or upgrades an older install."""

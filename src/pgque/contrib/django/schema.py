@@ -1,0 +1,124 @@
+"""What ``manage.py migrate`` does to pgque: install, upgrade, uninstall, declare queues.
+
+The migrations of ``pgque.contrib.django`` call :func:`upgrade_to` (one
+migration per pgque version) and, backwards from the first, :func:`uninstall`.
+``post_migrate`` calls :func:`declare_queues`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from django.core.exceptions import ImproperlyConfigured
+from django.db import router, transaction
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
+
+from pgque.client import PgqueClient
+from pgque.contrib.django import conf
+from pgque.contrib.django.connection import psycopg_connection
+from pgque.errors import PgqueError, PgqueOperationRefused
+from pgque.installer import install, installed_version
+from pgque.installer import uninstall as uninstall_schema
+
+__all__ = [
+    "declare_queues",
+    "keep_schema",
+    "manages",
+    "pending_events",
+    "uninstall",
+    "upgrade_to",
+    "version_key",
+]
+
+APP_LABEL = "pgque"
+
+
+def manages(alias: str) -> bool:
+    """Whether migrate installs pgque in ``alias``: listed in ``PGQUE["DATABASES"]``
+    and allowed by the database routers."""
+    return alias in conf.database_aliases() and bool(router.allow_migrate(alias, APP_LABEL))
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A version string as numbers, for ordering (``"0.10.0"`` after ``"0.9.1"``)."""
+    parts = []
+    for part in version.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def upgrade_to(version: str) -> Any:
+    """A ``RunPython`` forward function: install pgque, or upgrade an older install.
+
+    The packaged install file is always the newest, so an install older than
+    ``version`` (or none) is brought to the package's version; a newer one is
+    left alone.
+    """
+
+    def forward(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+        alias = schema_editor.connection.alias
+        if not manages(alias):
+            return
+        conn = psycopg_connection(alias)
+        current = installed_version(conn)
+        if current is None or version_key(current) < version_key(version):
+            install(conn)
+
+    forward.__name__ = f"install_pgque_{version.replace('.', '_')}"
+    return forward
+
+
+def keep_schema(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """The backward step of an upgrade: keep the newer schema (a downgrade would lose
+    routines the data may rely on; pgque reads its own older data)."""
+
+
+def pending_events(conn: psycopg.Connection[Any]) -> int:
+    """Events some consumer has not finished, over all queues (0 without pgque)."""
+    if installed_version(conn) is None:
+        return 0
+    return sum(max(stats.depth, 0) for stats in PgqueClient(conn).queue_stats())
+
+
+def uninstall(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """The backward step of the first migration: drop schema ``pgque``, unless events are
+    pending and ``PGQUE["ALLOW_UNINSTALL_WITH_EVENTS"]`` (or the environment variable
+    ``PGQUE_ALLOW_UNINSTALL_WITH_EVENTS=1``) does not allow losing them."""
+    alias = schema_editor.connection.alias
+    if not manages(alias):
+        return
+    conn = psycopg_connection(alias)
+    pending = pending_events(conn)
+    if pending and not conf.force_uninstall():
+        raise PgqueOperationRefused(
+            f"refusing to uninstall pgque from database {alias!r}: {pending} event(s) are"
+            " pending; consume them first, or allow losing them with"
+            f" settings.PGQUE['ALLOW_UNINSTALL_WITH_EVENTS'] = True or {conf.FORCE_ENV}=1"
+        )
+    uninstall_schema(conn)
+
+
+def declare_queues(using: str, **kwargs: Any) -> None:
+    """Create the queues of ``PGQUE["QUEUES"]`` with their options and subscribe their
+    consumers, in ``using`` (idempotent; nothing when pgque is not installed there)."""
+    if not manages(using):
+        return
+    declared = conf.queues()
+    conn = psycopg_connection(using)
+    if not declared or installed_version(conn) is None:
+        return
+    with transaction.atomic(using=using):  # all the declarations, or none
+        client = PgqueClient(psycopg_connection(using))
+        for queue in declared:
+            try:
+                client.create_queue(queue.name, queue.options)
+                for consumer in queue.consumers:
+                    client.subscribe(queue.name, consumer)
+            except PgqueError as exc:
+                raise ImproperlyConfigured(
+                    f"settings.PGQUE['QUEUES'][{queue.name!r}] cannot be applied"
+                    f" in database {using!r}: {exc}"
+                ) from exc
