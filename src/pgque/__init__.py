@@ -45,7 +45,14 @@ from pgque.installer import install, installed_version, uninstall
 from pgque.message import Event, Message
 from pgque.multi_consumer import MultiQueueConsumer
 from pgque.producer import Producer, ProducerBatch
-from pgque.records import ComponentStatus, ConsumerStats, DeadLetter, DlqReplayResult, QueueStats
+from pgque.records import (
+    ComponentStatus,
+    ConsumerStats,
+    DeadLetter,
+    DlqReplayResult,
+    EventRecord,
+    QueueStats,
+)
 from pgque.ticker import Ticker
 
 __all__ = [
@@ -62,6 +69,7 @@ __all__ = [
     "DeadLetter",
     "DlqReplayResult",
     "Event",
+    "EventRecord",
     "Health",
     "HealthCheck",
     "Message",

@@ -24,7 +24,14 @@ from pgque._text import check_text, json_error, send_batch_statement, send_state
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.health import Health, HealthCheck
 from pgque.message import Event, Message
-from pgque.records import ComponentStatus, ConsumerStats, DeadLetter, DlqReplayResult, QueueStats
+from pgque.records import (
+    ComponentStatus,
+    ConsumerStats,
+    DeadLetter,
+    DlqReplayResult,
+    EventRecord,
+    QueueStats,
+)
 from pgque.serializers import JSON, Serializer
 
 __all__ = ["AsyncPgqueClient", "connect_async"]
@@ -293,6 +300,25 @@ class AsyncPgqueClient:
         check_text(queue=queue)
         await self._one(query("resume_queue"), (queue,))
 
+    # -- browsing ------------------------------------------------------------
+
+    async def recent_events(
+        self, queue: str, *, limit: int = 50, type: str | None = None
+    ) -> list[EventRecord]:
+        """The queue's newest events, newest first (by transaction, then id).
+
+        Reads each event table backwards along its index, so it costs the
+        same on a queue of millions. ``limit`` is 1 to 1000. With ``type``,
+        only events of that type among the newest 10000 of each event table.
+
+        Raises:
+            PgqueQueueNotFound: No such queue.
+            PgqueInvalidArgument: ``limit`` outside 1..1000.
+        """
+        check_text(queue=queue, type=type)
+        rows = await self._all(query("recent_events"), (queue, limit, type))
+        return [EventRecord(*row) for row in rows]
+
     # -- dead letters --------------------------------------------------------
 
     async def dlq_inspect(self, queue: str, limit: int | None = 100) -> list[DeadLetter]:
@@ -300,6 +326,11 @@ class AsyncPgqueClient:
         check_text(queue=queue)
         rows = await self._all(query("dlq_inspect"), (queue, limit))
         return [DeadLetter(*row) for row in rows]
+
+    async def dead_letter(self, dead_letter_id: int) -> DeadLetter | None:
+        """The dead letter with this id, or None when there is none."""
+        rows = await self._all(query("dlq_get"), (dead_letter_id,))
+        return DeadLetter(*rows[0]) if rows else None
 
     async def dlq_replay(self, dead_letter_id: int) -> int:
         """Send a dead letter again as a new event and delete it; the new event's id.

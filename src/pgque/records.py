@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-__all__ = ["ComponentStatus", "ConsumerStats", "DeadLetter", "DlqReplayResult", "QueueStats"]
+__all__ = [
+    "ComponentStatus",
+    "ConsumerStats",
+    "DeadLetter",
+    "DlqReplayResult",
+    "EventRecord",
+    "QueueStats",
+]
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,33 @@ class DlqReplayResult:
     first_error: str | None
 
 
-for _cls in (QueueStats, ConsumerStats, ComponentStatus, DeadLetter, DlqReplayResult):
+@dataclass(frozen=True)
+class EventRecord:
+    """One row of ``pgque.recent_events()``: an event as stored in the queue's event tables.
+
+    Attributes:
+        ev_id: The event's id.
+        ev_time: When it was sent.
+        ev_txid: The id of the transaction that sent it.
+        ev_retry: Its retry count (None: never retried).
+        ev_type: Its type.
+        ev_data: Its payload, as stored.
+        ev_extra1: Its first extra field (and so on to ``ev_extra4``; the
+            trace context is kept in one of them, see :mod:`pgque.tracing`).
+    """
+
+    ev_id: int
+    ev_time: datetime
+    ev_txid: int
+    ev_retry: int | None
+    ev_type: str | None
+    ev_data: str | None
+    ev_extra1: str | None
+    ev_extra2: str | None
+    ev_extra3: str | None
+    ev_extra4: str | None
+
+
+for _cls in (QueueStats, ConsumerStats, ComponentStatus, DeadLetter, DlqReplayResult, EventRecord):
     _cls.__module__ = "pgque"
 del _cls

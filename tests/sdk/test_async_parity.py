@@ -245,6 +245,8 @@ CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("nack", ("BATCH", "MESSAGE"), {"retry_after": 0, "reason": "r"}),
     ("ack", ("BATCH",), {}),
     ("dlq_inspect", ("q",), {"limit": None}),
+    ("dead_letter", ("DEAD",), {}),
+    ("recent_events", ("q",), {"limit": 5, "type": "t"}),
     ("dlq_replay", ("DEAD",), {}),
     ("dlq_replay_all", ("q",), {}),
     ("dlq_purge", ("q",), {"older_than": 0}),

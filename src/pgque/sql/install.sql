@@ -25,6 +25,7 @@
 \ir functions/delayed.sql
 \ir functions/receive.sql
 \ir functions/dlq.sql
+\ir functions/browse.sql
 \ir functions/coop.sql
 \ir functions/idem.sql
 \ir functions/partition.sql

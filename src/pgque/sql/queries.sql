@@ -195,6 +195,16 @@ select dl_id, dl_queue_id, dl_consumer_id, dl_time, dl_reason, ev_id, ev_time, e
        ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4
   from pgque.dlq_inspect(%s, %s)
 
+-- name: dlq_get
+select dl_id, dl_queue_id, dl_consumer_id, dl_time, dl_reason, ev_id, ev_time, ev_retry,
+       ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4
+  from pgque.dlq_get(%s)
+
+-- name: recent_events
+select ev_id, ev_time, ev_txid, ev_retry, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3,
+       ev_extra4
+  from pgque.recent_events(%s, %s, %s)
+
 -- name: dlq_replay
 select pgque.dlq_replay(%s)
 

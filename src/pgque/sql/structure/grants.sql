@@ -78,6 +78,8 @@ grant execute on function
     pgque.nack(bigint, bigint, interval, text),
     pgque.dead_letter_event(bigint, bigint, text),
     pgque.dlq_inspect(text, integer),
+    pgque.dlq_get(bigint),
+    pgque.recent_events(text, integer, text),
     pgque.register_subconsumer(text, text, text, boolean),
     pgque.subscribe_subconsumer(text, text, text, boolean),
     pgque.unregister_subconsumer(text, text, text, integer),
