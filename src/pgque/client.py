@@ -31,8 +31,14 @@ from pgque.records import (
     ConsumerStats,
     DeadLetter,
     DlqReplayResult,
+    ErrorRateBucket,
     EventRecord,
+    MetricSample,
+    PartitionSlot,
     QueueStats,
+    SubconsumerStats,
+    ThroughputBucket,
+    WritePrivileges,
 )
 from pgque.serializers import JSON, Serializer
 
@@ -389,6 +395,51 @@ class PgqueClient:
     def queue_health(self) -> list[HealthCheck]:
         """The rows of ``pgque.queue_health()``; unlike :meth:`health`, database errors raise."""
         return [HealthCheck(*row) for row in self._all(query("queue_health"))]
+
+    def throughput(
+        self, queue: str, period: timedelta | float, bucket: timedelta | float
+    ) -> list[ThroughputBucket]:
+        """Events sent per bucket over the last ``period`` (oldest bucket first), from
+        ``pgque.throughput()``; periods and buckets are timedeltas or seconds."""
+        check_text(queue=queue)
+        params = (queue, interval(period, "period"), interval(bucket, "bucket"))
+        return [ThroughputBucket(*row) for row in self._all(query("throughput"), params)]
+
+    def error_rate(
+        self, queue: str, period: timedelta | float, bucket: timedelta | float
+    ) -> list[ErrorRateBucket]:
+        """Retries and dead letters per bucket over the last ``period``, from
+        ``pgque.error_rate()`` (it reads the period's events of the queue)."""
+        check_text(queue=queue)
+        params = (queue, interval(period, "period"), interval(bucket, "bucket"))
+        return [ErrorRateBucket(*row) for row in self._all(query("error_rate"), params)]
+
+    def metric_samples(self) -> list[MetricSample]:
+        """The gauges of ``pgque.otel_metrics()``: depth, ages, lag, dead letters, throughput."""
+        return [MetricSample(*row) for row in self._all(query("metric_samples"))]
+
+    def consumer_positions(self, queue: str) -> dict[str, int | None]:
+        """Each consumer of the queue and the tick its position is at (None: none yet)."""
+        check_text(queue=queue)
+        rows = self._all(query("consumer_positions"), (queue,))
+        return {str(name): None if tick is None else int(tick) for name, tick in rows}
+
+    def subconsumer_stats(self, queue: str, limit: int = 200) -> list[SubconsumerStats]:
+        """The members of the queue's cooperative consumers, at most ``limit``."""
+        check_text(queue=queue)
+        rows = self._all(query("subconsumer_stats"), (queue, limit))
+        return [SubconsumerStats(*row) for row in rows]
+
+    def partition_slots(self, queue: str, limit: int = 500) -> list[PartitionSlot]:
+        """The queue's partition slots with their leases (``pgque.partition_slot_status``)."""
+        check_text(queue=queue)
+        rows = self._all(query("partition_slots"), (queue, limit))
+        return [PartitionSlot(*row) for row in rows]
+
+    def write_privileges(self) -> WritePrivileges:
+        """Which write calls (pause and resume, replay, purge) this role may execute."""
+        [row] = self._all(query("write_privileges"))
+        return WritePrivileges(*row)
 
     # -- health ----------------------------------------------------------------
 

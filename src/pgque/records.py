@@ -16,8 +16,14 @@ __all__ = [
     "ConsumerStats",
     "DeadLetter",
     "DlqReplayResult",
+    "ErrorRateBucket",
     "EventRecord",
+    "MetricSample",
+    "PartitionSlot",
     "QueueStats",
+    "SubconsumerStats",
+    "ThroughputBucket",
+    "WritePrivileges",
 ]
 
 
@@ -159,6 +165,114 @@ class EventRecord:
     ev_extra4: str | None
 
 
-for _cls in (QueueStats, ConsumerStats, ComponentStatus, DeadLetter, DlqReplayResult, EventRecord):
+@dataclass(frozen=True)
+class ThroughputBucket:
+    """One row of ``pgque.throughput()``: events sent in one time bucket.
+
+    Attributes:
+        bucket_start: Where the bucket starts (a multiple of the bucket size).
+        events: Events sent in it (an estimate from the ticks).
+        events_per_sec: The same per second of the bucket so far.
+    """
+
+    bucket_start: datetime
+    events: int
+    events_per_sec: Decimal
+
+
+@dataclass(frozen=True)
+class ErrorRateBucket:
+    """One row of ``pgque.error_rate()``: retries and dead letters in one time bucket."""
+
+    bucket_start: datetime
+    retries: int
+    dead_letters: int
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One row of ``pgque.otel_metrics()``: a gauge's value with its labels.
+
+    Attributes:
+        metric_name: The OpenTelemetry-style name (``pgque.queue.depth`` ...).
+        metric_type: ``gauge``.
+        value: The figure.
+        labels: ``queue`` and, for consumers, ``consumer``.
+    """
+
+    metric_name: str
+    metric_type: str
+    value: Decimal
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SubconsumerStats:
+    """A member (subconsumer) of a cooperative consumer and its open batch.
+
+    Attributes:
+        queue_name: The queue.
+        consumer_name: The cooperative consumer.
+        subconsumer_name: The member.
+        last_seen: Time since it last received or touched.
+        batch_id: Its open batch, if any.
+        last_tick: The tick its last batch ended at (None: none yet).
+    """
+
+    queue_name: str
+    consumer_name: str
+    subconsumer_name: str
+    last_seen: timedelta
+    batch_id: int | None
+    last_tick: int | None
+
+
+@dataclass(frozen=True)
+class PartitionSlot:
+    """One row of ``pgque.partition_slot_status``: a partition slot, its lease and position.
+
+    Attributes:
+        queue_name: The queue.
+        consumer: The partitioned consumer.
+        slot: The slot number (0 to ``n - 1``).
+        n: The consumer's number of slots.
+        lease_owner: The worker holding the slot's lease, if any.
+        lease_until: When the lease ends.
+        epoch: Incremented at each new lease (a fencing token).
+        last_tick: The slot's position.
+        pending_events: Events after its position (an estimate).
+    """
+
+    queue_name: str
+    consumer: str
+    slot: int
+    n: int
+    lease_owner: str | None
+    lease_until: datetime | None
+    epoch: int
+    last_tick: int | None
+    pending_events: int | None
+
+
+@dataclass(frozen=True)
+class WritePrivileges:
+    """Which of pgque's write calls the connected role may execute.
+
+    Attributes:
+        pause_resume: ``pause_queue`` and ``resume_queue``.
+        replay: ``dlq_replay`` and ``dlq_replay_all``.
+        purge: ``dlq_purge``.
+    """
+
+    pause_resume: bool
+    replay: bool
+    purge: bool
+
+
+for _cls in (
+    QueueStats, ConsumerStats, ComponentStatus, DeadLetter, DlqReplayResult, EventRecord,
+    ThroughputBucket, ErrorRateBucket, MetricSample, SubconsumerStats, PartitionSlot,
+    WritePrivileges,
+):  # fmt: skip
     _cls.__module__ = "pgque"
 del _cls

@@ -237,6 +237,45 @@ select queue_name, consumer_name, lag, pending_events, last_batch_start, batch_a
   from pgque.consumer_stats()
  where %s::text is null or queue_name = %s
 
+-- Charts, metrics, members and privileges (the web console, pgque.web).
+
+-- name: throughput
+select bucket_start, events, events_per_sec from pgque.throughput(%s, %s::interval, %s::interval)
+
+-- name: error_rate
+select bucket_start, retries, dead_letters from pgque.error_rate(%s, %s::interval, %s::interval)
+
+-- name: metric_samples
+select metric_name, metric_type, value, labels from pgque.otel_metrics()
+
+-- name: consumer_positions
+select consumer_name, last_tick from pgque.get_consumer_info(%s)
+
+-- name: subconsumer_stats
+select q.queue_name, pg_catalog.split_part(c.co_name, '.', 1),
+       pg_catalog.substr(c.co_name, pg_catalog.strpos(c.co_name, '.') + 1),
+       pg_catalog.now() - s.sub_active, s.sub_batch, s.sub_last_tick
+  from pgque.subscription s
+  join pgque.queue q on q.queue_id = s.sub_queue
+  join pgque.consumer c on c.co_id = s.sub_consumer
+ where s.sub_role = 'coop_member' and q.queue_name = %s
+ order by c.co_name
+ limit %s
+
+-- name: partition_slots
+select queue_name, consumer, slot, n, lease_owner, lease_until, epoch, last_tick, pending_events
+  from pgque.partition_slot_status
+ where queue_name = %s
+ order by consumer, slot
+ limit %s
+
+-- name: write_privileges
+select pg_catalog.has_function_privilege('pgque.pause_queue(text)', 'execute')
+       and pg_catalog.has_function_privilege('pgque.resume_queue(text)', 'execute'),
+       pg_catalog.has_function_privilege('pgque.dlq_replay(bigint)', 'execute')
+       and pg_catalog.has_function_privilege('pgque.dlq_replay_all(text)', 'execute'),
+       pg_catalog.has_function_privilege('pgque.dlq_purge(text, interval)', 'execute')
+
 -- The command line (pgque.cli).
 
 -- name: queue_exists
@@ -321,3 +360,10 @@ select pgque.spark_publish(%s, %s, %s::text[], %s::bigint[], %s, %s)
 
 -- name: spark_discard
 select pgque.spark_discard(%s)
+
+-- The Django integration (pgque.contrib.django): what uninstalling would lose besides
+-- the queues' unconsumed events (queue_stats' depth, after a forced tick).
+
+-- name: django_waiting_events
+select (select pg_catalog.count(*) from pgque.delayed_events)
+     + (select pg_catalog.count(*) from pgque.retry_queue)

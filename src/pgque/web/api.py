@@ -1,0 +1,122 @@
+"""The JSON API (``/api/...``), ``/healthz`` and ``/metrics``.
+
+The pages show the same dicts the GET endpoints send. POSTs need
+``Content-Type: application/json`` (a cross-site form cannot send it
+without a preflight, which the console never allows), writes allowed at
+start, and a database role that may run the function behind them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from pgque.web import data, metrics, writes
+from pgque.web.app import Console, Handler, HttpError, guarded, http_error, queue_route
+from pgque.web.formatting import jsonable
+
+__all__ = ["healthz", "metrics_text", "queue_routes", "queues"]
+
+_DEFAULT_LIMIT = 50
+
+
+def _json(value: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(jsonable(value), status_code=status)
+
+
+def queues(console: Console) -> Handler:
+    """``GET /api/queues``: the overview (queues, health, ticker)."""
+
+    async def handle(request: Request) -> Response:
+        async with console.client() as client:
+            return _json(await data.overview(client))
+
+    return handle
+
+
+def queue_routes(console: Console) -> Handler:
+    """``/api/queues/<name>[/events|/dead-letters|/dead-letters/replay|...]``."""
+
+    async def handle(request: Request) -> Response:
+        queue, tail = queue_route(request, "/api/queues")
+        params = request.query_params
+        if request.method == "GET":
+            async with console.client() as client:
+                if tail == "":
+                    return _json(await data.queue_detail(client, queue))
+                if tail == "events":
+                    limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
+                    events = await data.recent_events(client, queue, limit, params.get("type"))
+                    return _json({"queue": queue, "events": events})
+                if tail == "dead-letters":
+                    limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
+                    letters = await data.dead_letters(client, queue, limit)
+                    return _json({"queue": queue, "dead_letters": letters})
+        elif tail in ("pause", "resume", "dead-letters/replay", "dead-letters/purge"):
+            return await _post(console, request, queue, tail)
+        raise HttpError(404, f"no endpoint {request.method} {tail!r} for queue {queue!r}")
+
+    return handle
+
+
+async def _body(request: Request, queue: str) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise HttpError(
+            415, "POST with Content-Type: application/json (and a JSON object body, may be {})"
+        )
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise HttpError(400, f"the body is not JSON ({exc}) (queue {queue!r})") from None
+    if not isinstance(body, dict):
+        raise HttpError(400, f"the body must be a JSON object, got {raw[:80]!r} (queue {queue!r})")
+    return body
+
+
+async def _post(console: Console, request: Request, queue: str, tail: str) -> Response:
+    body = await _body(request, queue)
+    action = tail.removeprefix("dead-letters/")
+    ids: list[int] = []
+    if action == "replay":
+        if body.get("all") is True:
+            action = "replay-all"
+        else:
+            ids = writes.int_ids(body.get("ids"), queue)
+    async with console.client() as client:
+        refusal = await writes.may(client, console.settings.allow_writes, action)
+        if refusal is not None:
+            raise HttpError(403, refusal)
+        outcome = await writes.run_action(client, queue, action, ids, body.get("older_than", "30d"))
+    return _json(outcome)
+
+
+def healthz(console: Console) -> Handler:
+    """``GET /healthz``: ``{"status": ok|warning|critical, ...}``, 503 when critical
+    or when the database cannot be read."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            async with console.client() as client:
+                body, status = metrics.health_verdict(await client.queue_health())
+        except Exception as exc:  # an unreadable database is the critical case
+            error = http_error(exc)
+            return JSONResponse({"status": "critical", "error": error.message}, status_code=503)
+        return JSONResponse(body, status_code=status)
+
+    return handle
+
+
+def metrics_text(console: Console) -> Handler:
+    """``GET /metrics``: ``pgque.otel_metrics()`` and the health checks, Prometheus text."""
+
+    async def handle(request: Request) -> Response:
+        async with console.client() as client:
+            text = metrics.exposition(await client.metric_samples(), await client.queue_health())
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return guarded(console, handle, as_json=True)

@@ -1,0 +1,186 @@
+"""The console's application: the connection pool, routing, and errors as pages or JSON.
+
+Queue names may hold any character, ``/`` included, so a queue's URLs carry
+the name percent-encoded as one path segment
+(:func:`~pgque.web.formatting.queue_path`) and are split on the raw path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import unquote
+
+import psycopg
+from jinja2 import Environment, PackageLoader, select_autoescape
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from pgque.async_client import AsyncPgqueClient
+from pgque.errors import (
+    PgqueConnectionError,
+    PgqueError,
+    PgqueInvalidArgument,
+    PgqueMessageNotFound,
+    PgqueNotInstalledError,
+    PgqueQueueNotFound,
+)
+from pgque.web import formatting
+from pgque.web.security import CSRF_COOKIE, ConsoleSettings, Guard, csrf_token
+
+__all__ = ["Console", "HttpError", "create_app"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class HttpError(Exception):
+    """A request the console refuses: its HTTP status and the message shown."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def http_error(error: Exception) -> HttpError:
+    """The HTTP status and message of an error met while serving a request."""
+    if isinstance(error, HttpError):
+        return error
+    if isinstance(error, (PgqueQueueNotFound, PgqueMessageNotFound)):
+        return HttpError(404, str(error))
+    if isinstance(error, PgqueInvalidArgument):
+        return HttpError(400, str(error))
+    if isinstance(error, PgqueNotInstalledError):
+        return HttpError(503, f"{error}: run `pgque install` on this database first")
+    if isinstance(error, (PoolTimeout, PgqueConnectionError, psycopg.OperationalError)):
+        return HttpError(503, f"cannot reach the database: {str(error).strip()}")
+    if isinstance(error, PgqueError) and error.sqlstate == "42501":
+        return HttpError(403, f"the database role may not do this: {error}")
+    return HttpError(500, f"{type(error).__name__}: {error}")
+
+
+class Console:
+    """One running console: its settings, connection pool and templates."""
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self.pool = AsyncConnectionPool(
+            settings.dsn, min_size=1, max_size=4, timeout=10,
+            kwargs={"autocommit": True}, open=False, name="pgque-web",
+        )  # fmt: skip
+        self.templates = Environment(
+            loader=PackageLoader("pgque.web", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.filters.update(
+            age=formatting.age, rate=formatting.rate, pretty=formatting.pretty_payload
+        )
+        self.templates.globals.update(
+            queue_path=formatting.queue_path, trace_id=formatting.trace_id
+        )
+
+    @contextlib.asynccontextmanager
+    async def client(self) -> AsyncIterator[AsyncPgqueClient]:
+        """A client on a pooled autocommit connection."""
+        async with self.pool.connection() as conn:
+            yield AsyncPgqueClient(conn)
+
+    def csrf(self, request: Request) -> str:
+        """The CSRF token for this browser's forms."""
+        cookie = request.cookies.get(CSRF_COOKIE) or request.scope.get("state", {}).get(
+            "csrf_cookie", ""
+        )
+        return csrf_token(self.settings.secret, cookie)
+
+    def page(
+        self, request: Request, template_name: str, status: int = 200, **context: Any
+    ) -> Response:
+        """A rendered template (autoescaped) with the console's common context."""
+        template = self.templates.get_template(template_name)
+        html = template.render(
+            csrf=self.csrf(request), allow_writes=self.settings.allow_writes, **context
+        )
+        return HTMLResponse(html, status_code=status)
+
+
+def queue_route(request: Request, prefix: str) -> tuple[str, str]:
+    """The queue name and the rest of a queue URL (``prefix/<name>/<rest>``)."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    path = raw.decode("latin-1").split("?", 1)[0]
+    rest = path[len(prefix) :].lstrip("/")
+    name, _, tail = rest.partition("/")
+    queue = unquote(name, errors="strict")
+    if not queue:
+        raise HttpError(404, "no queue named in the URL: the overview lists the queues")
+    return queue, tail.strip("/")
+
+
+def guarded(console: Console, handler: Handler, *, as_json: bool) -> Handler:
+    """``handler`` with its errors answered as JSON ``{"error": ...}`` or as an error page."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Exception as exc:  # every failure is shown, none kills the server
+            error = http_error(exc)
+            if as_json:
+                return JSONResponse({"error": error.message}, status_code=error.status)
+            return console.page(
+                request, "error.html", status=error.status, status_code=error.status,
+                message=error.message,
+            )  # fmt: skip
+
+    return run
+
+
+async def _css(request: Request) -> Response:
+    text = (resources.files("pgque.web") / "templates" / "console.css").read_text("utf-8")
+    return Response(text, media_type="text/css")
+
+
+def create_app(settings: ConsoleSettings) -> Starlette:
+    """The console as an ASGI application (see ``docs/web.md``).
+
+    Its lifespan opens and closes the connection pool; a database that is
+    down at start is reported on each page until it is back.
+    """
+    from pgque.web import api, pages
+
+    console = Console(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await console.pool.open(wait=False)
+        try:
+            yield
+        finally:
+            await console.pool.close()
+
+    def html(handler: Handler) -> Handler:
+        return guarded(console, handler, as_json=False)
+
+    def js(handler: Handler) -> Handler:
+        return guarded(console, handler, as_json=True)
+
+    routes = [
+        Route("/", html(pages.overview_page(console))),
+        Route("/static/console.css", _css),
+        Route("/healthz", api.healthz(console)),
+        Route("/metrics", api.metrics_text(console)),
+        Route("/api/queues", js(api.queues(console))),
+        Route("/api/queues/{rest:path}", js(api.queue_routes(console)), methods=["GET", "POST"]),
+        Route("/queues/{rest:path}", html(pages.queue_routes(console)), methods=["GET", "POST"]),
+    ]
+    app = Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, settings=settings)]
+    )
+    app.state.console = console
+    return app

@@ -1,0 +1,193 @@
+"""What the pages and the JSON API show, read through the client's admin calls.
+
+Every read is bounded: the stats functions return a row per queue or
+consumer, the charts a fixed number of buckets, events and dead letters at
+most ``MAX_LIMIT`` rows. The pages render exactly these dicts, which the
+JSON API sends as they are (through :func:`~pgque.web.formatting.jsonable`).
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+from pgque.async_client import AsyncPgqueClient
+from pgque.errors import PgqueError, PgqueInvalidArgument, PgqueQueueNotFound
+from pgque.health import HealthCheck
+from pgque.records import DeadLetter, DlqReplayResult, QueueStats
+from pgque.web.formatting import jsonable
+from pgque.web.metrics import worst_status
+
+__all__ = [
+    "CHART_BUCKET",
+    "CHART_PERIOD",
+    "MAX_LIMIT",
+    "ReplayOutcome",
+    "checked_limit",
+    "dead_letters",
+    "overview",
+    "queue_detail",
+    "recent_events",
+    "replay_ids",
+]
+
+CHART_PERIOD = timedelta(hours=1)
+CHART_BUCKET = timedelta(minutes=2)
+MAX_LIMIT = 1000
+
+
+def checked_limit(text: str | None, default: int, queue: str) -> int:
+    """A ``limit`` parameter as an int in 1..MAX_LIMIT; a clear error otherwise."""
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise PgqueInvalidArgument(
+            f"limit must be a whole number from 1 to {MAX_LIMIT}, got {text!r} (queue {queue!r})"
+        )
+    return value
+
+
+def _checks_by_queue(checks: list[HealthCheck]) -> dict[str | None, list[HealthCheck]]:
+    by_queue: dict[str | None, list[HealthCheck]] = collections.defaultdict(list)
+    for check in checks:
+        by_queue[check.queue].append(check)
+    return by_queue
+
+
+def _queue_row(stats: QueueStats, checks: list[HealthCheck]) -> dict[str, Any]:
+    row: dict[str, Any] = asdict(stats)
+    row["health"] = worst_status([c.status for c in checks])
+    ticker = next((c for c in checks if c.name == "ticker_running"), None)
+    row["ticker_check"] = None if ticker is None else {"status": ticker.status,
+                                                       "detail": ticker.detail}  # fmt: skip
+    return row
+
+
+async def _scheduler(client: AsyncPgqueClient) -> dict[str, Any] | None:
+    """``pgque.status()``'s scheduler and ticker rows; None for a role that may not read it."""
+    try:
+        components = await client.status()
+    except PgqueError as error:
+        if error.sqlstate != "42501":
+            raise
+        return None
+    return {c.component: {"status": c.status, "detail": c.detail} for c in components}
+
+
+async def overview(client: AsyncPgqueClient) -> dict[str, Any]:
+    """Every queue with its figures, health and throughput sparkline; the ticker's health."""
+    checks = await client.queue_health()
+    by_queue = _checks_by_queue(checks)
+    queues = []
+    for stats in await client.queue_stats():
+        row = _queue_row(stats, by_queue.get(stats.queue_name, []))
+        buckets = await client.throughput(stats.queue_name, CHART_PERIOD, CHART_BUCKET)
+        row["throughput"] = [b.events for b in buckets]
+        queues.append(row)
+    system = [asdict(c) for c in by_queue.get("system", [])]
+    return {
+        "queues": queues,
+        "status": worst_status([c.status for c in checks]),
+        "system_checks": system,
+        "components": await _scheduler(client),
+    }
+
+
+async def queue_detail(client: AsyncPgqueClient, queue: str) -> dict[str, Any]:
+    """A queue's figures, consumers (lag, position, health), cooperative members,
+    partition slots, throughput and error-rate buckets and health checks.
+
+    Raises:
+        PgqueQueueNotFound: No such queue.
+    """
+    found = await client.queue_stats(queue)
+    if not found:
+        raise PgqueQueueNotFound(f"no queue named {queue!r}: the overview lists the queues")
+    checks = [c for c in await client.queue_health() if c.queue == queue]
+    positions = await client.consumer_positions(queue)
+    lag_checks = {c.name: c for c in checks}
+    consumers = []
+    for stats in await client.consumer_stats(queue):
+        row: dict[str, Any] = asdict(stats)
+        row["position"] = positions.get(stats.consumer_name)
+        check = lag_checks.get(f"consumer_lag:{stats.consumer_name}")
+        row["status"] = "ok" if check is None else check.status
+        consumers.append(row)
+    return {
+        "queue": _queue_row(found[0], checks),
+        "consumers": consumers,
+        "subconsumers": [asdict(m) for m in await client.subconsumer_stats(queue)],
+        "partition_slots": [asdict(s) for s in await client.partition_slots(queue)],
+        "throughput": [asdict(b) for b in
+                       await client.throughput(queue, CHART_PERIOD, CHART_BUCKET)],
+        "error_rate": [asdict(b) for b in
+                       await client.error_rate(queue, CHART_PERIOD, CHART_BUCKET)],
+        "checks": [asdict(c) for c in checks],
+    }  # fmt: skip
+
+
+async def recent_events(
+    client: AsyncPgqueClient, queue: str, limit: int, type: str | None
+) -> list[dict[str, Any]]:
+    """The queue's newest events, newest first (``pgque.recent_events()``)."""
+    return [asdict(e) for e in await client.recent_events(queue, limit=limit, type=type)]
+
+
+async def dead_letters(client: AsyncPgqueClient, queue: str, limit: int) -> list[dict[str, Any]]:
+    """The queue's newest dead letters (``pgque.dlq_inspect()``).
+
+    Raises:
+        PgqueQueueNotFound: No such queue.
+    """
+    if not await client.queue_stats(queue):
+        raise PgqueQueueNotFound(f"no queue named {queue!r}: the overview lists the queues")
+    return [asdict(d) for d in await client.dlq_inspect(queue, limit)]
+
+
+@dataclass
+class ReplayOutcome:
+    """What a replay did: dead letters replayed (with their new event ids), failed, not found."""
+
+    replayed: int = 0
+    failed: int = 0
+    not_found: list[int] | None = None
+    new_event_ids: list[int] | None = None
+    first_error: str | None = None
+
+    @classmethod
+    def of_all(cls, result: DlqReplayResult) -> ReplayOutcome:
+        """The outcome of ``dlq_replay_all``."""
+        return cls(replayed=result.replayed, failed=result.failed, first_error=result.first_error)
+
+    def as_json(self) -> dict[str, Any]:
+        """The outcome as the JSON API sends it."""
+        return jsonable(asdict(self))  # type: ignore[no-any-return]
+
+
+async def replay_ids(client: AsyncPgqueClient, queue: str, ids: list[int]) -> ReplayOutcome:
+    """Replay the given dead letters of ``queue``, one transaction each; ids of other
+    queues' dead letters, or of none, are reported as not found and left alone."""
+    found = await client.queue_stats(queue)
+    if not found:
+        raise PgqueQueueNotFound(f"no queue named {queue!r}: the overview lists the queues")
+    missing: list[int] = []
+    new_ids: list[int] = []
+    outcome = ReplayOutcome(not_found=missing, new_event_ids=new_ids)
+    for dl_id in dict.fromkeys(ids):
+        letter: DeadLetter | None = await client.dead_letter(dl_id)
+        if letter is None or letter.dl_queue_id != found[0].queue_id:
+            missing.append(dl_id)
+            continue
+        try:
+            new_ids.append(await client.dlq_replay(dl_id))
+            outcome.replayed += 1
+        except PgqueError as error:
+            outcome.failed += 1
+            outcome.first_error = outcome.first_error or str(error)
+    return outcome

@@ -1,0 +1,202 @@
+"""The HTML pages: overview, queue, dead letters, and the confirmation step of each write.
+
+Write buttons lead (GET) to a confirmation page; only its form POSTs, with
+a CSRF token, and the result is shown on the page the write returns to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from pgque.web import charts, data, writes
+from pgque.web.app import Console, Handler, HttpError, queue_route
+from pgque.web.formatting import duration_seconds, queue_path
+from pgque.web.security import CSRF_COOKIE, valid_csrf
+
+__all__ = ["overview_page", "queue_routes"]
+
+_DLQ_LIMIT = 100
+_EVENTS_LIMIT = 50
+_WHAT = {
+    "pause": "Pause",
+    "resume": "Resume",
+    "replay": "Replay the selected dead letters of",
+    "replay-all": "Replay every dead letter of",
+    "purge": "Purge old dead letters of",
+}
+_POST_PATHS = {
+    "pause": "pause",
+    "resume": "resume",
+    "dead-letters/replay": "replay",
+    "dead-letters/purge": "purge",
+}
+
+
+def overview_page(console: Console) -> Handler:
+    """``GET /``: every queue, the ticker's health, the health checks that are not ok."""
+
+    async def handle(request: Request) -> Response:
+        async with console.client() as client:
+            view = await data.overview(client)
+        for row in view["queues"]:
+            row["spark"] = charts.sparkline([float(v) for v in row["throughput"]])
+        return console.page(request, "overview.html", **view)
+
+    return handle
+
+
+def queue_routes(console: Console) -> Handler:
+    """``/queues/<name>[/dead-letters|/confirm|/<write>]``."""
+
+    async def handle(request: Request) -> Response:
+        queue, tail = queue_route(request, "/queues")
+        if request.method == "POST" and tail in _POST_PATHS:
+            return await _write(console, request, queue, _POST_PATHS[tail])
+        if request.method == "GET" and tail == "":
+            return await _queue_page(console, request, queue)
+        if request.method == "GET" and tail == "dead-letters":
+            return await _dead_letters_page(console, request, queue)
+        if request.method == "GET" and tail == "confirm":
+            return await _confirm_page(console, request, queue)
+        raise HttpError(404, f"no page {tail!r} for queue {queue!r}")
+
+    return handle
+
+
+async def _queue_page(console: Console, request: Request, queue: str) -> Response:
+    params = request.query_params
+    limit = data.checked_limit(params.get("limit"), _EVENTS_LIMIT, queue)
+    event_type = params.get("type") or None
+    async with console.client() as client:
+        view = await data.queue_detail(client, queue)
+        events = await data.recent_events(client, queue, limit, event_type)
+        offered = writes.offered(console.settings.allow_writes, await client.write_privileges())
+    starts = [b["bucket_start"] for b in view["throughput"]]
+    throughput_chart = charts.bar_chart(
+        "Events sent per 2 minutes, last hour", starts,
+        [charts.Series("events", "bar-events", [float(b["events"]) for b in view["throughput"]])],
+        unit="events",
+    )  # fmt: skip
+    errors_chart = charts.bar_chart(
+        "Retries and dead letters per 2 minutes, last hour",
+        [b["bucket_start"] for b in view["error_rate"]],
+        [charts.Series("retries", "bar-retries", [float(b["retries"]) for b in view["error_rate"]]),
+         charts.Series("dead letters", "bar-dead",
+                       [float(b["dead_letters"]) for b in view["error_rate"]])],
+        unit="",
+    )  # fmt: skip
+    return console.page(
+        request, "queue.html", name=queue, events=events, event_type=event_type or "",
+        limit=limit, offered=offered, throughput_chart=throughput_chart,
+        errors_chart=errors_chart, result=_result(request), **view,
+    )  # fmt: skip
+
+
+async def _dead_letters_page(console: Console, request: Request, queue: str) -> Response:
+    limit = data.checked_limit(request.query_params.get("limit"), _DLQ_LIMIT, queue)
+    async with console.client() as client:
+        letters = await data.dead_letters(client, queue, limit)
+        stats = (await client.queue_stats(queue))[0]
+        offered = writes.offered(console.settings.allow_writes, await client.write_privileges())
+    return console.page(
+        request, "dead_letters.html", name=queue, letters=letters, limit=limit,
+        total=stats.dlq_count, offered=offered, result=_result(request),
+    )  # fmt: skip
+
+
+async def _confirm_page(console: Console, request: Request, queue: str) -> Response:
+    params = request.query_params
+    action = params.get("action", "")
+    ids = writes.int_ids(params.getlist("id"), queue) if action == "replay" else []
+    older_than = params.get("older_than", "30d") if action == "purge" else ""
+    seconds = duration_seconds(older_than, "older_than") if action == "purge" else 0.0
+    async with console.client() as client:
+        refusal = await writes.may(client, console.settings.allow_writes, action)
+        if refusal is not None:
+            raise HttpError(403, refusal)
+        stats = await client.queue_stats(queue)
+    if not stats:
+        raise HttpError(404, f"no queue named {queue!r}: the overview lists the queues")
+    post_path = next(path for path, name in _POST_PATHS.items() if name == action.split("-")[0])
+    return console.page(
+        request, "confirm.html", name=queue, action=action, what=_WHAT[action], ids=ids,
+        older_than=older_than, seconds=seconds, total=stats[0].dlq_count,
+        post_to=queue_path(queue, post_path),
+        back=queue_path(queue) if action in ("pause", "resume")
+        else queue_path(queue, "dead-letters"),
+    )  # fmt: skip
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    return origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+async def _write(console: Console, request: Request, queue: str, action: str) -> Response:
+    form = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
+    token = (form.get("csrf") or [""])[0]
+    if not _same_origin(request) or not valid_csrf(
+        console.settings.secret, request.cookies.get(CSRF_COOKIE), token
+    ):
+        raise HttpError(
+            403, "the form's CSRF token is missing or stale: reload the page and try again"
+        )
+    if action == "replay" and (form.get("all") or [""])[0] == "1":
+        action = "replay-all"
+    ids = writes.int_ids(form.get("id"), queue) if action == "replay" else []
+    async with console.client() as client:
+        refusal = await writes.may(client, console.settings.allow_writes, action)
+        if refusal is not None:
+            raise HttpError(403, refusal)
+        outcome = await writes.run_action(
+            client, queue, action, ids, (form.get("older_than") or ["30d"])[0]
+        )
+    back = queue_path(queue) if action in ("pause", "resume") else queue_path(queue, "dead-letters")
+    return RedirectResponse(f"{back}?{urlencode(_result_params(action, outcome))}", 303)
+
+
+def _result_params(action: str, outcome: dict[str, Any]) -> dict[str, str]:
+    params = {"done": action}
+    for key in ("replayed", "failed", "purged"):
+        if key in outcome:
+            params[key] = str(int(outcome[key]))
+    if outcome.get("not_found"):
+        params["not_found"] = str(len(outcome["not_found"]))
+    return params
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def _result(request: Request) -> str | None:
+    """The message for the write a page was redirected from (built from numbers only)."""
+    params = request.query_params
+    done = params.get("done")
+
+    def number(key: str) -> int:
+        try:
+            return max(int(params.get(key, "0")), 0)
+        except ValueError:
+            return 0
+
+    if done == "pause":
+        return "Queue paused: sends still succeed, consumers get nothing new until it is resumed."
+    if done == "resume":
+        return "Queue resumed: ticking again."
+    if done in ("replay", "replay-all"):
+        text = f"Replayed {_count(number('replayed'), 'dead letter')} as new events"
+        if number("failed"):
+            text += f"; {number('failed')} failed"
+        if number("not_found"):
+            text += f"; {number('not_found')} not found (already replayed or purged?)"
+        return text + "."
+    if done == "purge":
+        return f"Purged {_count(number('purged'), 'dead letter')}."
+    return None
