@@ -361,8 +361,8 @@ select pgque.spark_publish(%s, %s, %s::text[], %s::bigint[], %s, %s)
 -- name: spark_discard
 select pgque.spark_discard(%s)
 
--- The Django integration (pgque.contrib.django): what uninstalling would lose besides
--- the queues' unconsumed events (queue_stats' depth, after a forced tick).
+-- The Django integration (pgque.contrib.django): messages uninstalling would lose
+-- besides the subscriptions' unconsumed events.
 
 -- name: django_waiting_events
 select (select pg_catalog.count(*) from pgque.delayed_events)

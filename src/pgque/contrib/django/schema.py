@@ -15,6 +15,7 @@ from django.db import router, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
+from pgque._queries import query
 from pgque.client import PgqueClient
 from pgque.contrib.django import conf
 from pgque.contrib.django.connection import psycopg_connection
@@ -76,11 +77,35 @@ def keep_schema(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> Non
     routines the data may rely on; pgque reads its own older data)."""
 
 
-def pending_events(conn: psycopg.Connection[Any]) -> int:
-    """Events some consumer has not finished, over all queues (0 without pgque)."""
+def pending_events(conn: psycopg.Connection[Any]) -> list[str]:
+    """What uninstalling would lose, one description each: the subscriptions with
+    unconsumed events (not yet ticked ones too), delayed messages and retries waiting.
+
+    The queues are ticked and a batch opened per subscription in a transaction that is
+    rolled back, so nothing changes. Empty without pgque.
+    """
     if installed_version(conn) is None:
-        return 0
-    return sum(max(stats.depth, 0) for stats in PgqueClient(conn).queue_stats())
+        return []
+    found: list[str] = []
+    client = PgqueClient(conn)
+    with conn.transaction(force_rollback=True):
+        for stats in client.queue_stats():
+            if stats.consumers:
+                client.force_tick(stats.queue_name)
+                client.ticker(stats.queue_name)
+        for sub in client.consumer_stats():
+            try:
+                with conn.transaction():
+                    unconsumed = bool(client.receive(sub.queue_name, sub.consumer_name, 1))
+            except PgqueError:  # a cooperative consumer: cannot tell, so keep its events
+                unconsumed = True
+            if unconsumed:
+                found.append(f"queue {sub.queue_name!r} has events for {sub.consumer_name!r}")
+        row = conn.execute(query("django_waiting_events")).fetchone()
+    waiting = int(row[0]) if row else 0
+    if waiting:
+        found.append(f"{waiting} delayed or retried message(s) wait")
+    return found
 
 
 def uninstall(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -94,8 +119,8 @@ def uninstall(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     pending = pending_events(conn)
     if pending and not conf.force_uninstall():
         raise PgqueOperationRefused(
-            f"refusing to uninstall pgque from database {alias!r}: {pending} event(s) are"
-            " pending; consume them first, or allow losing them with"
+            f"refusing to uninstall pgque from database {alias!r}: events are pending"
+            f" ({'; '.join(pending)}); consume them first, or allow losing them with"
             f" settings.PGQUE['ALLOW_UNINSTALL_WITH_EVENTS'] = True or {conf.FORCE_ENV}=1"
         )
     uninstall_schema(conn)

@@ -1,0 +1,88 @@
+"""Django configured once for the integration tests, pointed at each test's database.
+
+Django's settings can be configured once per process: here, with a
+PostgreSQL alias ``default`` (moved to the test's fresh database by the
+``django_db`` / ``django_empty_db`` fixtures), a SQLite alias ``lite`` for
+the bad-backend cases, pgque's app and the test app ``pgque_testapp``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import django
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection, connections
+from psycopg.conninfo import conninfo_to_dict
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # the test app, importable as pgque_testapp
+
+if not settings.configured:
+    settings.configure(
+        SECRET_KEY="pgque-tests",
+        USE_TZ=True,
+        INSTALLED_APPS=["pgque.contrib.django", "pgque_testapp"],
+        DATABASES={
+            "default": {"ENGINE": "django.db.backends.postgresql", "NAME": "unset"},
+            "lite": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+        },
+        EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend",
+        DEFAULT_AUTO_FIELD="django.db.models.AutoField",
+        LOGGING_CONFIG=None,
+    )
+    django.setup()
+
+
+def point_default_at(dsn: str) -> None:
+    """Make Django's ``default`` alias connect to ``dsn`` (closing its connection)."""
+    connections.close_all()
+    parts: dict[str, Any] = conninfo_to_dict(dsn)
+    target = connections.settings["default"]
+    target.update(
+        NAME=parts.pop("dbname"),
+        USER=parts.pop("user", ""),
+        PASSWORD=parts.pop("password", ""),
+        HOST=parts.pop("host", ""),
+        PORT=parts.pop("port", ""),
+        OPTIONS=parts,
+    )
+
+
+def create_app_tables() -> None:
+    """The test app's tables, straight from its models."""
+    from pgque_testapp.models import Handled, Order
+
+    with connection.schema_editor() as editor:
+        editor.create_model(Order)
+        editor.create_model(Handled)
+
+
+@pytest.fixture
+def django_db(db: str, conn: psycopg.Connection[Any]) -> Iterator[str]:
+    """Django's ``default`` on the test's database (pgque installed), the app's tables
+    created and queue ``orders`` with consumer ``watch``; yields the DSN."""
+    point_default_at(db)
+    create_app_tables()
+    conn.execute("select pgque.create_queue('orders')")
+    conn.execute("select pgque.subscribe('orders', 'watch')")
+    try:
+        yield db
+    finally:
+        connections.close_all()
+
+
+@pytest.fixture
+def django_empty_db(empty_db: str) -> Iterator[str]:
+    """Django's ``default`` on a fresh database without pgque; yields the DSN."""
+    point_default_at(empty_db)
+    try:
+        yield empty_db
+    finally:
+        connections.close_all()

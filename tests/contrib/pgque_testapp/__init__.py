@@ -1,0 +1,1 @@
+"""A tiny Django app for the integration tests: two models and a consumers module."""
