@@ -51,6 +51,8 @@ def _sync_connection(bind: Session | Connection) -> psycopg.Connection[Any]:
         conn = bind.connection()  # begins the session's transaction if none is open
     elif isinstance(bind, Connection):
         conn = bind
+        if not conn.in_transaction():
+            conn.begin()  # as SQLAlchemy's own execute() would: commit() then commits it
     else:
         raise TypeError(
             "pgque.sqlalchemy.send needs a sqlalchemy.orm.Session or a sqlalchemy Connection,"
@@ -72,6 +74,8 @@ async def _async_connection(bind: AsyncSession | AsyncConnection) -> psycopg.Asy
         conn = await bind.connection()
     elif isinstance(bind, AsyncConnection):
         conn = bind
+        if not conn.in_transaction():
+            await conn.begin()
     else:
         raise TypeError(
             "pgque.sqlalchemy.async_send needs an AsyncSession or an AsyncConnection,"
