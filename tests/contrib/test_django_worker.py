@@ -70,7 +70,7 @@ def test_worker_with_no_matching_consumer_says_what_is_declared(
     django_db: str, tmp_path: Path
 ) -> None:
     proc = worker(django_db, tmp_path, "--queue", "nope")
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "no pgque consumer matches" in err and "orders/worker (default)" in err
 
@@ -82,5 +82,5 @@ def test_manage_py_pgque_runs_the_cli_on_the_database(
         call_command("pgque", "queues", "--json")
     assert done.value.code == 0
     assert '"orders"' in capsys.readouterr().out
-    with pytest.raises(CommandError, match="'nowhere' is not in settings.DATABASES"):
+    with pytest.raises(CommandError, match=r"'nowhere' is not in settings\.DATABASES"):
         call_command("pgque", "--database", "nowhere", "status")
