@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from web_helpers import MakeConsole, ServeConsole
 
 from pgque.web import ConsoleSettings, RunningConsole, create_app, start_in_thread
-
-MakeConsole = Callable[..., TestClient]
-ServeConsole = Callable[..., RunningConsole]
 
 CHROMIUM_HINT = (
     "the browser tests need Debian's Chromium: apt-get install -y chromium"
@@ -94,3 +92,24 @@ def page(browser: Any) -> Iterator[Any]:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def reader_dsn(db: str, conn: Any) -> Iterator[str]:
+    """The DSN of a fresh LOGIN role that is only a ``pgque_reader``."""
+    import uuid
+
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    role = f"web_reader_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("create role {} login").format(sql.Identifier(role)))
+    conn.execute(sql.SQL("grant pgque_reader to {}").format(sql.Identifier(role)))
+    try:
+        yield make_conninfo(db, user=role)
+    finally:
+        conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (role,)
+        )
+        conn.execute(sql.SQL("drop owned by {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))

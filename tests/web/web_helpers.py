@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from starlette.testclient import TestClient
 
 from pgque import PgqueClient
+from pgque.web import RunningConsole
+
+MakeConsole = Callable[..., TestClient]
+ServeConsole = Callable[..., RunningConsole]
 
 
 def tick(conn: psycopg.Connection[Any], queue: str) -> None:

@@ -101,14 +101,14 @@ class Console:
         return csrf_token(self.settings.secret, cookie)
 
     def page(
-        self, request: Request, template_name: str, status: int = 200, **context: Any
+        self, request: Request, template_name: str, http_status: int = 200, **context: Any
     ) -> Response:
         """A rendered template (autoescaped) with the console's common context."""
         template = self.templates.get_template(template_name)
         html = template.render(
             csrf=self.csrf(request), allow_writes=self.settings.allow_writes, **context
         )
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(html, status_code=http_status)
 
 
 def queue_route(request: Request, prefix: str) -> tuple[str, str]:
@@ -134,7 +134,7 @@ def guarded(console: Console, handler: Handler, *, as_json: bool) -> Handler:
             if as_json:
                 return JSONResponse({"error": error.message}, status_code=error.status)
             return console.page(
-                request, "error.html", status=error.status, status_code=error.status,
+                request, "error.html", http_status=error.status, status_code=error.status,
                 message=error.message,
             )  # fmt: skip
 
