@@ -42,7 +42,7 @@ def test_handler_writes_commit_with_the_ack(django_db: str, conn: Conn) -> None:
     send("orders", {"item": "b"}, type="order.created")
     tick(conn)
     mail.outbox = []
-    assert c.poll(None) == 2  # type: ignore[arg-type]  # the worker's connection is unused
+    assert c.poll() == 2
     assert sorted(Handled.objects.values_list("order_item", flat=True)) == ["a", "b"]
     assert len(mail.outbox) == 2  # on_commit ran after the ack
     stats = {s.consumer_name: s for s in PgqueClient(conn).consumer_stats("orders")}
@@ -64,12 +64,12 @@ def test_a_failing_handler_rolls_back_its_writes_and_is_retried(django_db: str, 
     send("orders", {"item": "good"})
     send("orders", {"item": "bad"})
     tick(conn)
-    assert c.poll(None) == 2  # type: ignore[arg-type]
+    assert c.poll() == 2
     assert list(Handled.objects.values_list("order_item", flat=True)) == ["good"]
     # the nacked message comes back (retry_after=0) once the retry queue is moved
     conn.execute("select pgque.maint_retry_events()")
     tick(conn)
-    assert c.poll(None) == 1  # type: ignore[arg-type]
+    assert c.poll() == 1
     assert sorted(Handled.objects.values_list("order_item", flat=True)) == ["bad", "good"]
     assert calls == ["good", "bad", "bad"]
 
@@ -86,7 +86,7 @@ def test_nested_atomic_in_a_handler_is_a_savepoint(django_db: str, conn: Conn) -
 
     send("orders", {"item": "x"})
     tick(conn)
-    assert c.poll(None) == 1  # type: ignore[arg-type]
+    assert c.poll() == 1
     assert list(Handled.objects.values_list("order_item", flat=True)) == ["outer"]
 
 

@@ -28,6 +28,7 @@ EXPECTED = {
     "cooperative.py": "60 images, each handled {1} time(s)",
     "fastapi_app.py": "events: ['book', 'lamp']",
     "opentelemetry_traces.py": "consumer trace",
+    "sqlalchemy_outbox.py": "shipped ['book', 'lamp']",
 }
 
 

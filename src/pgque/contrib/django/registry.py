@@ -97,9 +97,11 @@ class DjangoConsumer(Consumer):
 
         return decorate
 
-    def poll(self, conn: psycopg.Connection[Any]) -> int | None:
-        """Receive one batch on Django's connection (``conn``, the worker's own, is not
-        used), run its handlers, settle and ack it, all in one Django transaction."""
+    def poll(self, conn: psycopg.Connection[Any] | None = None) -> int | None:
+        """Receive one batch on Django's connection, run its handlers, settle and ack it,
+        all in one Django transaction; returns how many messages were handled (None: no
+        batch). ``conn`` (the worker's own connection) is not used. Tests call it to
+        consume what is there."""
         close_old_connections()
         django_conn = psycopg_connection(self.using)
         with transaction.atomic(using=self.using):

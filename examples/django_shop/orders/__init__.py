@@ -1,0 +1,1 @@
+"""Orders: placed by a view, confirmed by mail from a pgque consumer."""
