@@ -166,7 +166,7 @@ def _security_headers() -> Iterable[tuple[bytes, bytes]]:
         (b"content-security-policy", _CSP.encode()),
         (b"x-content-type-options", b"nosniff"),
         (b"x-frame-options", b"DENY"),
-        (b"referrer-policy", b"no-referrer"),
+        (b"referrer-policy", b"same-origin"),
         (b"cache-control", b"no-store"),
     )
 
