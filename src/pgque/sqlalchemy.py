@@ -11,22 +11,25 @@ the same for :class:`~sqlalchemy.ext.asyncio.AsyncSession` and
 asyncpg, ...) are refused with :class:`~pgque.errors.PgqueInvalidArgument`
 saying what to change.
 
-Install with ``pip install '.[sqlalchemy]'`` from a clone.
+Install with ``pip install '.[sqlalchemy]'`` from a clone (for asyncio,
+SQLAlchemy's ``asyncio`` extra too: ``pip install 'sqlalchemy[asyncio]'``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
 
 from pgque.async_producer import AsyncProducer
 from pgque.errors import PgqueInvalidArgument
 from pgque.producer import Extras, Producer
+
+if TYPE_CHECKING:  # imported when used: SQLAlchemy's asyncio needs greenlet
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 __all__ = ["async_send", "async_send_batch", "send", "send_batch"]
 
@@ -70,6 +73,8 @@ def _sync_connection(bind: Session | Connection) -> psycopg.Connection[Any]:
 
 async def _async_connection(bind: AsyncSession | AsyncConnection) -> psycopg.AsyncConnection[Any]:
     """The psycopg async connection under an async session or connection."""
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
     if isinstance(bind, AsyncSession):
         conn = await bind.connection()
     elif isinstance(bind, AsyncConnection):
