@@ -17,8 +17,7 @@ import django
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import connection, connections
-from psycopg.conninfo import conninfo_to_dict
+from django.db import connections
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -39,29 +38,7 @@ if not settings.configured:
     )
     django.setup()
 
-
-def point_default_at(dsn: str) -> None:
-    """Make Django's ``default`` alias connect to ``dsn`` (closing its connection)."""
-    connections.close_all()
-    parts: dict[str, Any] = conninfo_to_dict(dsn)
-    target = connections.settings["default"]
-    target.update(
-        NAME=parts.pop("dbname"),
-        USER=parts.pop("user", ""),
-        PASSWORD=parts.pop("password", ""),
-        HOST=parts.pop("host", ""),
-        PORT=parts.pop("port", ""),
-        OPTIONS=parts,
-    )
-
-
-def create_app_tables() -> None:
-    """The test app's tables, straight from its models."""
-    from pgque_testapp.models import Handled, Order
-
-    with connection.schema_editor() as editor:
-        editor.create_model(Order)
-        editor.create_model(Handled)
+from _django_db import create_app_tables, point_default_at  # noqa: E402  (Django first)
 
 
 @pytest.fixture

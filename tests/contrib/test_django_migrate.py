@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from _events import received
+from _django_db import received
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.test.utils import override_settings

@@ -8,13 +8,12 @@ from typing import Any
 import django
 import psycopg
 import pytest
-from _events import received
+from _django_db import point_default_at, received
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections, transaction
 from django.db.transaction import TransactionManagementError
 from pgque_testapp.models import Order
 
-from conftest import point_default_at
 from pgque.contrib.django import send, send_at, send_batch
 from pgque.errors import PgqueInvalidArgument, PgqueQueueNotFound
 

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy as sa
-from _events import received
+from _django_db import received
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
