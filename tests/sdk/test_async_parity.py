@@ -224,7 +224,7 @@ class Recorder:
 # side (the sides share a database).
 CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("create_queue", ("aq",), {"options": {"max_retries": 3, "ticker_paused": False}}),
-    ("set_queue_config", ("aq", "ticker_max_lag", 0), {}),
+    ("set_queue_config", ("aq", "ticker_max_lag", 1), {}),
     ("pause_queue", ("aq",), {}),
     ("resume_queue", ("aq",), {}),
     ("drop_queue", ("aq",), {"force": True}),
@@ -264,6 +264,13 @@ CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("consumer_stats", ("q",), {}),
     ("queue_health", (), {}),
     ("health", (), {}),
+    ("throughput", ("q", 3600, 120), {}),
+    ("error_rate", ("q", 3600, 120), {}),
+    ("metric_samples", (), {}),
+    ("consumer_positions", ("q",), {}),
+    ("subconsumer_stats", ("q",), {"limit": 10}),
+    ("partition_slots", ("q",), {"limit": 10}),
+    ("write_privileges", (), {}),
 ]
 
 # Refused without pg_cron / pg_timetable in the test database (the SQL is sent all the same).
