@@ -12,10 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
 from _wait import wait_for
-from pgque.contrib.django import send
+from pgque.contrib.django import DjangoConsumer, send
+from pgque.contrib.django.worker import select
 
 HERE = Path(__file__).resolve().parent
 Conn = psycopg.Connection[Any]
@@ -84,3 +86,17 @@ def test_manage_py_pgque_runs_the_cli_on_the_database(
     assert '"orders"' in capsys.readouterr().out
     with pytest.raises(CommandError, match=r"'nowhere' is not in settings\.DATABASES"):
         call_command("pgque", "--database", "nowhere", "status")
+
+
+def test_worker_selection_filters_and_refuses_mixed_databases(django_db: str) -> None:
+    a = DjangoConsumer("orders", "a")
+    b = DjangoConsumer("orders", "b")
+    c = DjangoConsumer("other", "a")
+    assert select([a, b, c]) == [a, b, c]
+    assert select([a, b, c], queues=["orders"], names=["a"]) == [a]
+    assert select([a, b, c], names=["a"]) == [a, c]
+    with pytest.raises(ImproperlyConfigured, match=r"orders/a \(default\)"):
+        select([a, b, c], using="elsewhere")
+    c.using = "replica"  # as if declared on another alias
+    with pytest.raises(ImproperlyConfigured, match="one worker per database"):
+        select([a, c])
