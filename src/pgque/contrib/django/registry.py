@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 
 from pgque.consumer import Consumer
 from pgque.contrib.django.connection import conninfo, psycopg_connection
@@ -102,7 +102,8 @@ class DjangoConsumer(Consumer):
         all in one Django transaction; returns how many messages were handled (None: no
         batch). ``conn`` (the worker's own connection) is not used. Tests call it to
         consume what is there."""
-        close_old_connections()
+        if not connections[self.using].in_atomic_block:  # never inside a caller's transaction
+            close_old_connections()
         django_conn = psycopg_connection(self.using)
         with transaction.atomic(using=self.using):
             return super().poll(django_conn)
