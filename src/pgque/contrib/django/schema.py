@@ -16,6 +16,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
 from pgque._queries import query
+from pgque._version import __version__
 from pgque.client import PgqueClient
 from pgque.contrib.django import conf
 from pgque.contrib.django.connection import psycopg_connection
@@ -52,11 +53,11 @@ def version_key(version: str) -> tuple[int, ...]:
 
 
 def upgrade_to(version: str) -> Any:
-    """A ``RunPython`` forward function: install pgque, or upgrade an older install.
+    """A ``RunPython`` forward function for the migration of pgque ``version``: install
+    pgque, or upgrade the install in place (keeping every row).
 
-    The packaged install file is always the newest, so an install older than
-    ``version`` (or none) is brought to the package's version; a newer one is
-    left alone.
+    The packaged install file is always the package's version, at least
+    ``version``; an install newer than the package is left alone.
     """
 
     def forward(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -65,7 +66,7 @@ def upgrade_to(version: str) -> Any:
             return
         conn = psycopg_connection(alias)
         current = installed_version(conn)
-        if current is None or version_key(current) < version_key(version):
+        if current is None or version_key(current) <= version_key(__version__):
             install(conn)
 
     forward.__name__ = f"install_pgque_{version.replace('.', '_')}"
