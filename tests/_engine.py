@@ -20,11 +20,11 @@ def rows(conn: psycopg.Connection[Any], query: str, *params: Any) -> list[tuple[
 
 
 def make_queue(conn: psycopg.Connection[Any], name: str, *, eager: bool = True) -> None:
-    """Create a queue; ``eager`` makes every ``ticker()`` call tick (max_lag, idle 0)."""
+    """Create a queue; ``eager`` makes every ``ticker()`` call tick (max_lag, idle 1 µs)."""
     assert one(conn, "select pgque.create_queue(%s)", name) == 1
     if eager:
-        one(conn, "select pgque.set_queue_config(%s, 'ticker_max_lag', '0')", name)
-        one(conn, "select pgque.set_queue_config(%s, 'ticker_idle_period', '0')", name)
+        one(conn, "select pgque.set_queue_config(%s, 'ticker_max_lag', '1 microsecond')", name)
+        one(conn, "select pgque.set_queue_config(%s, 'ticker_idle_period', '1 microsecond')", name)
 
 
 def tick(conn: psycopg.Connection[Any], queue: str) -> int:

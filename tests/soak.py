@@ -280,9 +280,9 @@ class Soak:
         elif self.cfg.rotate and not rotation_available(conn):
             raise SoakFailure("--rotate: pgque.maint_rotate_tables_step1/2 are not installed")
         conn.execute("select pgque.create_queue(%s)", (self.queue,))
-        settings = {"ticker_max_lag": "0", "ticker_idle_period": "0"}
+        settings = {"ticker_max_lag": "1 microsecond", "ticker_idle_period": "1 microsecond"}
         if self.cfg.rotate:
-            settings["rotation_period"] = "0"
+            settings["rotation_period"] = "1 microsecond"
         for param, value in settings.items():
             conn.execute("select pgque.set_queue_config(%s, %s, %s)", (self.queue, param, value))
         row = conn.execute(

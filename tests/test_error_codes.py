@@ -167,7 +167,7 @@ def test_real_errors_of_the_sql(conn: Conn) -> None:
 
     conn.execute("select pgque.subscribe_slot('q', 'p', 0, 1)")
     conn.execute("select pgque.claim_slot('q', 'p', 0, 'w1')")
-    error = raised(conn, "select pgque.claim_slot('q', 'p', 0, 'w2')")
+    error = raised(conn, "select * from pgque.receive_partitioned('q', 'p', 0, 1, 'w2')")
     assert isinstance(error, pgque.PgqueFenced) and error.code == "fenced"
 
     conn.execute("select pgque.send('q', 'left behind')")

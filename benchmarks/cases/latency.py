@@ -183,7 +183,7 @@ def measure_pgq(dsn: str, queue: str, seconds: float) -> dict[str, float]:
     with connect(dsn) as conn:
         conn.execute("select pgq.create_queue(%s)", (queue,))
         # Tick on every call that sees events: a tick every 100 ms under load.
-        conn.execute("select pgq.set_queue_config(%s, 'ticker_max_lag', '0')", (queue,))
+        conn.execute("select pgq.set_queue_config(%s, 'ticker_max_lag', '1 microsecond')", (queue,))
         conn.execute("select pgq.register_consumer(%s, 'bench')", (queue,))
         run = Run(PGQ, seconds)
         stop = threading.Event()

@@ -20,13 +20,17 @@ ConfigValue = str | int | float | bool | timedelta | None
 
 def config_text(value: ConfigValue) -> str | None:
     """A setting's value as ``set_queue_config`` takes it: booleans as ``true``/``false``,
-    a :class:`~datetime.timedelta` as seconds, None as None (the column's default)."""
+    a :class:`~datetime.timedelta` as whole microseconds, None as None (the column's
+    default)."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, timedelta):
-        return f"{value.total_seconds()} seconds"
+        # Exact, and never in exponent notation ("1e-06 seconds" does not parse).
+        return f"{value // timedelta(microseconds=1)} microseconds"
+    if isinstance(value, float) and "e" in repr(value):
+        return f"{value:.6f}"  # 1e-06 would not parse as a number of seconds
     if isinstance(value, (int, float)):
         return str(value)
     raise PgqueInvalidArgument(

@@ -68,6 +68,7 @@ from pgque.producer import Producer
 
 __all__ = [
     "DSN_ENV",
+    "EAGER_INTERVAL",
     "VERSION_ENV",
     "PgqueTestDatabase",
     "PgqueTestServer",
@@ -84,6 +85,9 @@ __all__ = [
 DSN_ENV = "PGQUE_TEST_DSN"
 #: Environment variable with the major version of the throwaway server.
 VERSION_ENV = "PGQUE_TEST_PG"
+#: The smallest ``ticker_max_lag`` / ``ticker_idle_period`` (0 is refused):
+#: with it every ``ticker()`` call in a later transaction ticks.
+EAGER_INTERVAL = "1 microsecond"
 
 _FAILED = "handler failed in drain()"
 _log = logging.getLogger("pgque.testing")
@@ -195,9 +199,10 @@ class PgqueTestDatabase:
             queue: The queue's name.
             consumers: Consumer names to subscribe.
             eager: Let every ``ticker()`` call tick (``ticker_max_lag`` and
-                ``ticker_idle_period`` 0). Defaults to True.
+                ``ticker_idle_period`` at their smallest, one microsecond).
+                Defaults to True.
         """
-        eager_options = {"ticker_max_lag": 0, "ticker_idle_period": 0}
+        eager_options = {"ticker_max_lag": EAGER_INTERVAL, "ticker_idle_period": EAGER_INTERVAL}
         self.client.create_queue(queue, eager_options if eager else None)
         for consumer in consumers:
             self.client.subscribe(queue, consumer)

@@ -21,9 +21,9 @@ Connect = Callable[..., Conn]
 
 # Every ticker call ticks; rotation happens whenever the consumers allow it.
 STORY_OPTIONS: dict[str, Any] = {
-    "ticker_max_lag": "0",
-    "ticker_idle_period": "0",
-    "rotation_period": "0",
+    "ticker_max_lag": "1 microsecond",
+    "ticker_idle_period": "1 microsecond",
+    "rotation_period": "1 microsecond",
 }
 
 

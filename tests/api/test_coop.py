@@ -206,7 +206,7 @@ def test_touch_and_rotation_ignores_idle_members(conn: psycopg.Connection[Any], 
     one(conn, "select pgque.subscribe_subconsumer('q', 'g', 's1')")
     assert one(conn, "select pgque.touch_subconsumer('q', 'g', 's1')") == 1
     assert one(conn, "select pgque.touch_subconsumer('q', 'g', 'nobody')") == 0
-    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '1 microsecond')")
     for _ in range(3):
         one(conn, "select pgque.send('q', 'x')")
         tick(conn, "q")

@@ -80,14 +80,14 @@ def test_create_queue_with_options(conn: psycopg.Connection[Any]) -> None:
     assert (
         one(
             conn,
-            'select pgque.create_queue(\'opt\', \'{"max_retries": 3, "ticker_max_lag": "0",'
-            ' "ticker_paused": true, "event_ttl": "1 day"}\')',
+            'select pgque.create_queue(\'opt\', \'{"max_retries": 3,'
+            ' "ticker_max_lag": "1 microsecond", "ticker_paused": true, "event_ttl": "1 day"}\')',
         )
         == 1
     )
     assert rows(
         conn,
-        "select queue_max_retries, queue_ticker_max_lag = '0', queue_ticker_paused,"
+        "select queue_max_retries, queue_ticker_max_lag = '1 microsecond', queue_ticker_paused,"
         " queue_event_ttl = '1 day' from pgque.queue where queue_name = 'opt'",
     ) == [(3, True, True, True)]
 

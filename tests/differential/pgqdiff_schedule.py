@@ -77,7 +77,7 @@ KIND_REQUIRES: dict[str, str] = {
 
 # Ticker profiles a new queue gets: name -> (weight, [(parameter, value), ...]).
 PROFILES: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {
-    "eager": (30, (("ticker_max_lag", "0"), ("ticker_idle_period", "0"))),
+    "eager": (30, (("ticker_max_lag", "1 microsecond"), ("ticker_idle_period", "1 microsecond"))),
     "default": (25, ()),
     "count": (20, (("ticker_max_count", "3"),)),
     "short": (20, (("ticker_max_lag", "20 ms"), ("ticker_idle_period", "80 ms"))),
@@ -382,25 +382,25 @@ class ScheduleGenerator:
             if self._emit("set_config", CONTROL, queue, param, value) and profile == "external":
                 self.external.add(queue)
         if "rotate_step1" in self.enabled and self.rng.random() < 0.5:
-            self._emit("set_config", CONTROL, queue, "rotation_period", "0")
+            self._emit("set_config", CONTROL, queue, "rotation_period", "1 microsecond")
 
     def _set_config(self) -> None:
         queue = self._queue(unknown=0.05)
         param, value = self.rng.choice(
             [
-                ("ticker_max_lag", "0"),
+                ("ticker_max_lag", "1 microsecond"),
                 ("ticker_max_lag", "3 seconds"),
-                ("ticker_idle_period", "0"),
+                ("ticker_idle_period", "1 microsecond"),
                 ("ticker_idle_period", "50 ms"),
                 ("ticker_max_count", "2"),
                 ("ticker_max_count", "500"),
                 ("ticker_paused", "true"),
                 ("ticker_paused", "false"),
                 ("ticker_paused", "false"),
-                ("rotation_period", "0"),
+                ("rotation_period", "1 microsecond"),
                 ("rotation_period", "2 hours"),
                 ("external_ticker", "false"),
-                ("queue_ticker_max_lag", "0"),
+                ("queue_ticker_max_lag", "1 microsecond"),
                 ("no_such_param", "1"),
             ]
         )

@@ -81,8 +81,13 @@ def both(sessions: Callable[[int], list[Session]]) -> Both:
 def _eager_queue(both: Both, queue: str) -> None:
     """A queue whose ticker ticks on every call (PgQ's tests do the same)."""
     assert both.value("select {s}.create_queue(%s)", queue) == 1
-    assert both.value("select {s}.set_queue_config(%s, 'ticker_max_lag', '0')", queue) == 1
-    assert both.value("select {s}.set_queue_config(%s, 'ticker_idle_period', '0')", queue) == 1
+    assert (
+        both.value("select {s}.set_queue_config(%s, 'ticker_max_lag', '1 microsecond')", queue) == 1
+    )
+    assert (
+        both.value("select {s}.set_queue_config(%s, 'ticker_idle_period', '1 microsecond')", queue)
+        == 1
+    )
 
 
 def test_create_register_unregister_drop_round_trip(both: Both) -> None:

@@ -95,7 +95,7 @@ def state(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
         ),
         (
             "select pgque.set_queue_config('q', 'ticker_max_lag', '-1 second')",
-            "set_queue_config: ticker_max_lag must be >= 0, got -00:00:01",
+            "set_queue_config: ticker_max_lag must be > 0, got -00:00:01",
             "invalid_argument",
         ),
         (

@@ -3,7 +3,7 @@
 Every test drives several connections in an explicit order. A call that must
 block runs in a worker thread, and the test goes on only once the wait shows
 in ``pg_locks``; nothing is ordered by sleeping. Time never decides a tick:
-queues run with ``ticker_max_lag`` and ``ticker_idle_period`` at '0', so every
+queues run with ``ticker_max_lag`` and ``ticker_idle_period`` at '1 microsecond', so every
 ``ticker()`` call ticks. The invariant checked throughout: each committed
 event reaches each consumer exactly once, in the batch whose end tick first
 sees its transaction committed; a rolled-back event never arrives.
@@ -50,7 +50,7 @@ def make_queue(conn: Conn, queue: str = Q) -> None:
     """Create a queue on which every ticker() call ticks."""
     assert one(conn, "select pgque.create_queue(%s)", queue) == 1
     for param in ("ticker_max_lag", "ticker_idle_period"):
-        conn.execute("select pgque.set_queue_config(%s, %s, '0')", (queue, param))
+        conn.execute("select pgque.set_queue_config(%s, %s, '1 microsecond')", (queue, param))
 
 
 def register(conn: Conn, consumer: str, queue: str = Q) -> int:

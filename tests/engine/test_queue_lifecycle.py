@@ -131,14 +131,38 @@ def test_set_queue_config(conn: psycopg.Connection[Any]) -> None:
     for param, value, column, expected in settings:
         assert one(conn, "select pgque.set_queue_config('q', %s, %s)", param, value) == 1
         assert one(conn, f"select {column} from pgque.queue") == expected
-    for param in ("ticker_max_lag", "ticker_idle_period", "rotation_period"):
-        assert one(conn, "select pgque.set_queue_config('q', %s, '0')", param) == 1
-        assert one(conn, f"select queue_{param} = interval '0' from pgque.queue") is True
-    # NULL puts the default back.
+    # The intervals must be above zero (upstream PgQue; PgQ takes 0): the
+    # smallest step is accepted, zero and sums below zero are refused.
+    defaults = {"ticker_max_lag": "3 seconds", "ticker_idle_period": "1 minute",
+                "rotation_period": "2 hours"}  # fmt: skip
+    for param, default in defaults.items():
+        assert one(conn, "select pgque.set_queue_config('q', %s, '1 microsecond')", param) == 1
+        assert one(conn, f"select queue_{param} = interval '1 microsecond' from pgque.queue")
+        for value, shown in (("0", "00:00:00"), ("0 seconds", "00:00:00"),
+                             ("1 day -25 hours", "1 day -25:00:00")):  # fmt: skip
+            with pytest.raises(
+                psycopg.errors.RaiseException,
+                match=f"^set_queue_config: {param} must be > 0, got {shown}\n",
+            ):
+                conn.execute("select pgque.set_queue_config('q', %s, %s)", (param, value))
+        # NULL puts the default back.
+        one(conn, "select pgque.set_queue_config('q', %s, null)", param)
+        assert one(conn, f"select queue_{param} = interval '{default}' from pgque.queue")
     one(conn, "select pgque.set_queue_config('q', 'ticker_max_count', null)")
     assert one(conn, "select queue_ticker_max_count from pgque.queue") == 500
-    one(conn, "select pgque.set_queue_config('q', 'rotation_period', null)")
-    assert one(conn, "select queue_rotation_period = interval '2 hours' from pgque.queue")
+    # Values that do not parse give the server's own cast errors.
+    with pytest.raises(psycopg.errors.InvalidDatetimeFormat):
+        conn.execute("select pgque.set_queue_config('q', 'rotation_period', 'soon')")
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+        conn.execute("select pgque.set_queue_config('q', 'ticker_max_count', 'many')")
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        conn.execute("select pgque.set_queue_config('q', 'ticker_max_count', '9999999999')")
+    # Exact lower-case names without the column prefix only.
+    for name in ("Ticker_Max_Lag", "queue_ticker_max_lag"):
+        with pytest.raises(
+            psycopg.errors.RaiseException, match=f'cannot change parameter "{name}s"'
+        ):
+            conn.execute("select pgque.set_queue_config('q', %s, null)", (name,))
 
 
 def test_reinstall_keeps_everything(conn: psycopg.Connection[Any]) -> None:
@@ -172,7 +196,7 @@ def test_insert_router_routes_every_queue_and_table(conn: psycopg.Connection[Any
     names = [f"r{i}" for i in range(20)]  # enough queues for a few levels of the search
     for name in names:
         make_queue(conn, name)
-        one(conn, "select pgque.set_queue_config(%s, 'rotation_period', '0')", name)
+        one(conn, "select pgque.set_queue_config(%s, 'rotation_period', '1 microsecond')", name)
     one(conn, "select pgque.drop_queue('r7')")
     names.remove("r7")
     for name in names:  # one event alone, one in a batch (the batch router), per table

@@ -25,7 +25,7 @@ def step2(conn: psycopg.Connection[Any]) -> None:
 @pytest.fixture
 def queue(conn: psycopg.Connection[Any]) -> str:
     make_queue(conn, "q")
-    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '1 microsecond')")
     one(conn, "select pgque.register_consumer('q', 'c')")
     # Move the consumer past the creating transaction, which step 2 points at.
     tick(conn, "q")

@@ -98,7 +98,7 @@ def test_idle_period_caps_back_off(conn: psycopg.Connection[Any], queue: str) ->
 
 
 def test_idle_waits_at_least_half_max_lag(conn: psycopg.Connection[Any], queue: str) -> None:
-    one(conn, "select pgque.set_queue_config(%s, 'ticker_idle_period', '0')", queue)
+    one(conn, "select pgque.set_queue_config(%s, 'ticker_idle_period', '1 microsecond')", queue)
     age_ticks(conn, queue, "1 second", "2 seconds")
     assert ticker(conn, queue) is None
     age_ticks(conn, queue, "1.6 seconds", "2 seconds")
@@ -121,10 +121,17 @@ def test_paused_and_external_queues(conn: psycopg.Connection[Any], queue: str) -
     one(conn, "select pgque.set_queue_config(%s, 'external_ticker', 'true')", queue)
     with pytest.raises(psycopg.errors.RaiseException, match="external tick source"):
         ticker(conn, queue)
-    # force_tick ignores both silently; force_next_tick raises.
-    assert one(conn, "select pgque.force_tick(%s)", queue) == 2
-    with pytest.raises(psycopg.errors.RaiseException, match="external ticker"):
-        one(conn, "select pgque.force_next_tick(%s)", queue)
+    # force_tick and its alias force_next_tick raise for both (upstream
+    # PgQue; PgQ's force_tick returns the last tick silently), paused first.
+    last_tick = one(conn, "select max(tick_id) from pgque.tick where tick_queue = 1")
+    for function in ("force_tick", "force_next_tick"):
+        with pytest.raises(psycopg.errors.RaiseException, match="external ticker"):
+            one(conn, f"select pgque.{function}(%s)", queue)
+    one(conn, "select pgque.set_queue_config(%s, 'ticker_paused', 'true')", queue)
+    for function in ("force_tick", "force_next_tick"):
+        with pytest.raises(psycopg.errors.RaiseException, match="is paused"):
+            one(conn, f"select pgque.{function}(%s)", queue)
+    assert one(conn, "select max(tick_id) from pgque.tick where tick_queue = 1") == last_tick
 
 
 def test_external_ticker_inserts_given_tick(conn: psycopg.Connection[Any], queue: str) -> None:

@@ -219,8 +219,8 @@ def test_the_pg_cron_job_commands_run_directly(cron_db: str, connect_to: Connect
     conn = connect_to(cron_db)
     clear_of_minute_boundary(15)
     conn.execute("select pgque.create_queue('q')")
-    conn.execute("select pgque.set_queue_config('q', 'ticker_max_lag', '0')")
-    conn.execute("select pgque.set_queue_config('q', 'ticker_idle_period', '0')")
+    conn.execute("select pgque.set_queue_config('q', 'ticker_max_lag', '1 microsecond')")
+    conn.execute("select pgque.set_queue_config('q', 'ticker_idle_period', '1 microsecond')")
     conn.execute("select pgque.start()")
     ticks = "select count(*) from pgque.tick"
     for name, command in rows(conn, "select jobname, command from cron.job order by jobid"):

@@ -173,6 +173,8 @@ def test_drop_queue(client: Any, conn: psycopg.Connection[Any]) -> None:
         ("max_retries", None, 0, None),
         ("ticker_max_lag", timedelta(minutes=2), 1, timedelta(minutes=2)),
         ("ticker_max_lag", 0.5, 1, timedelta(seconds=0.5)),
+        ("ticker_max_lag", timedelta(microseconds=1), 1, timedelta(microseconds=1)),
+        ("ticker_max_lag", 1e-06, 1, timedelta(microseconds=1)),
         ("ticker_max_lag", "10 seconds", 1, timedelta(seconds=10)),
         ("ticker_max_lag", None, 1, timedelta(seconds=3)),
         ("ticker_paused", True, 2, True),

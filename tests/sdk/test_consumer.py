@@ -288,7 +288,7 @@ def test_cooperative_members_split_the_stream(
     kind: str, db: str, conn: psycopg.Connection[Any], start: Any
 ) -> None:
     one(conn, "select pgque.create_queue('q')")
-    one(conn, "select pgque.set_queue_config('q', 'ticker_max_lag', '0')")
+    one(conn, "select pgque.set_queue_config('q', 'ticker_max_lag', '1 microsecond')")
     for sub in ("a", "b"):
         one(conn, "select pgque.subscribe_subconsumer('q', 'g', %s)", sub)
     seen: dict[str, list[int]] = {"a": [], "b": []}

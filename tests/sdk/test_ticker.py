@@ -57,7 +57,7 @@ def test_ticker_alone_delivers_fast(
 def test_ticker_moves_retries_and_rotates(
     db: str, conn: psycopg.Connection[Any], plain_queue: str, tickers: list[pgque.Ticker]
 ) -> None:
-    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '1 microsecond')")
     start(tickers, db, retry_interval=0.05, maint_interval=0.1)
     one(conn, "select pgque.send('q', '{}'::jsonb)")
     wait_for(lambda: (msgs := rows(conn, "select * from pgque.receive('q', 'c')")) != []

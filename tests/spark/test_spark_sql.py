@@ -126,7 +126,7 @@ def rotate(conn: Conn, q: str) -> None:
 
 
 def test_rotated_away_and_unknown_ticks_are_named(conn: Conn, q: str) -> None:
-    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '1 microsecond')")
     for _ in range(3):
         rotate(conn, "q")
     oldest = one(conn, "select min(tick_id) from pgque.tick")
@@ -144,7 +144,7 @@ def test_rotated_away_and_unknown_ticks_are_named(conn: Conn, q: str) -> None:
 
 def test_an_open_range_read_holds_off_rotation(conn: Conn, connect: Any) -> None:
     make_queue(conn, "q")
-    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('q', 'rotation_period', '1 microsecond')")
     tick(conn, "q")
     reader = connect(autocommit=False)
     one(reader, "select pgque.spark_range_sql('q', 1, 2)")

@@ -94,7 +94,7 @@ def _out(conn: Conn) -> list[tuple[Any, ...]]:
 def test_rotation_during_a_stream_loses_nothing(
     spark: Any, conn: Conn, db: str, queues: Any, tmp_path: Path
 ) -> None:
-    one(conn, "select pgque.set_queue_config('src', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('src', 'rotation_period', '1 microsecond')")
 
     def cur_table() -> int:
         return int(one(conn, "select queue_cur_table from pgque.queue where queue_name = 'src'"))
@@ -147,7 +147,7 @@ def _checkpoint_end(checkpoint: Path) -> int:
 def test_a_checkpoint_older_than_the_retained_ticks_fails_loudly(
     spark: Any, conn: Conn, db: str, queues: Any, tmp_path: Path
 ) -> None:
-    one(conn, "select pgque.set_queue_config('src', 'rotation_period', '0')")
+    one(conn, "select pgque.set_queue_config('src', 'rotation_period', '1 microsecond')")
     send(conn, "src", orders(0, 5))
     run_available_now(spark, db, tmp_path)
     end = _checkpoint_end(tmp_path)

@@ -27,7 +27,13 @@ from _engine import one, rows
 
 FIXTURE = Path(__file__).resolve().with_name("pgque-0.0.1.sql")
 OLD_VERSION = "0.0.1"
-EAGER = json.dumps({"ticker_max_lag": "0", "ticker_idle_period": "0", "rotation_period": "0"})
+EAGER = json.dumps(
+    {
+        "ticker_max_lag": "1 microsecond",
+        "ticker_idle_period": "1 microsecond",
+        "rotation_period": "1 microsecond",
+    }
+)
 
 Conn = psycopg.Connection[Any]
 

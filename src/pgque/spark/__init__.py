@@ -27,8 +27,8 @@ try:
     import pyspark
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        f"pgque.spark needs pyspark and pyarrow ({exc}); install them with: pip install"
-        " 'pgque[spark]'"
+        f"pgque.spark needs pyspark and pyarrow ({exc}); install them from the pgque clone"
+        " with: pip install '.[spark]'"
     ) from exc
 
 if tuple(int(p) for p in pyspark.__version__.split(".")[:2] if p.isdigit()) < (4, 2):

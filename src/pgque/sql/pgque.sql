@@ -397,21 +397,25 @@ comment on type pgque.message is
 
 -- Partition slots (functions/partition.sql) at a glance.
 create or replace view pgque.partition_slot_status as
-select q.queue_name, ps.co_name as consumer, ps.slot, pc.n,
-       ps.lease_owner, ps.lease_until, ps.epoch,
+select q.queue_name, pc.co_name as consumer, k.slot, pc.n,
+       -- An expired lease has no owner any more (lease_until keeps its value).
+       case when ps.lease_until > pg_catalog.clock_timestamp() then ps.lease_owner end as lease_owner,
+       ps.lease_until, coalesce(ps.epoch, 0) as epoch,
        s.sub_last_tick as last_tick,
-       last.tick_event_seq - t.tick_event_seq as pending_events
-  from pgque.partition_slot ps
-  join pgque.partition_consumer pc on pc.queue_id = ps.queue_id and pc.co_name = ps.co_name
-  join pgque.queue q on q.queue_id = ps.queue_id
-  left join pgque.consumer c on c.co_name = ps.co_name || '#' || ps.slot || '/' || pc.n
-  left join pgque.subscription s on s.sub_queue = ps.queue_id and s.sub_consumer = c.co_id
+       greatest(coalesce(last.tick_event_seq - t.tick_event_seq, 0), 0) as pending_events
+  from pgque.partition_consumer pc
+  join pgque.queue q on q.queue_id = pc.queue_id
+  cross join lateral pg_catalog.generate_series(0, pc.n - 1) as k(slot)
+  left join pgque.partition_slot ps
+         on ps.queue_id = pc.queue_id and ps.co_name = pc.co_name and ps.slot = k.slot
+  left join pgque.consumer c on c.co_name = pc.co_name || '#' || k.slot || '/' || pc.n
+  left join pgque.subscription s on s.sub_queue = pc.queue_id and s.sub_consumer = c.co_id
   left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
   left join lateral (
       select lt.tick_event_seq from pgque.tick lt
-       where lt.tick_queue = ps.queue_id order by lt.tick_id desc limit 1) last on true;
+       where lt.tick_queue = pc.queue_id order by lt.tick_id desc limit 1) last on true;
 comment on view pgque.partition_slot_status is
-    'Every partition slot: its lease, epoch, position and estimated pending events.';
+    'Every slot 0..n-1 of each partitioned consumer: its live lease (expired owners masked), epoch, position and pending events (never NULL or negative).';
 
 -- file: functions/util.sql
 -- Small utilities shared by the engine.
@@ -855,24 +859,24 @@ begin
          where queue_id = v_queue_id;
     when 'ticker_max_lag' then
         v_interval := x_param_value::interval;
-        if v_interval < interval '0' then
-            raise exception 'set_queue_config: ticker_max_lag must be >= 0, got %', v_interval
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: ticker_max_lag must be > 0, got %', v_interval
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_ticker_max_lag = coalesce(v_interval, interval '3 seconds')
          where queue_id = v_queue_id;
     when 'ticker_idle_period' then
         v_interval := x_param_value::interval;
-        if v_interval < interval '0' then
-            raise exception 'set_queue_config: ticker_idle_period must be >= 0, got %', v_interval
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: ticker_idle_period must be > 0, got %', v_interval
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_ticker_idle_period = coalesce(v_interval, interval '1 minute')
          where queue_id = v_queue_id;
     when 'rotation_period' then
         v_interval := x_param_value::interval;
-        if v_interval < interval '0' then
-            raise exception 'set_queue_config: rotation_period must be >= 0, got %', v_interval
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: rotation_period must be > 0, got %', v_interval
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_rotation_period = coalesce(v_interval, interval '2 hours')
@@ -1437,33 +1441,7 @@ begin
     if not found then
         raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
     end if;
-    select tick_id into v_last_tick from pgque.tick
-     where tick_queue = q.queue_id order by tick_id desc limit 1;
-    -- Paused and externally ticked queues are left alone, silently (PgQ).
-    if q.queue_ticker_paused or q.queue_external_ticker then
-        return v_last_tick;
-    end if;
-    -- No tick here: make the next ticker() call see "many new events".
-    v_seq := pgque._queue_relation(q, 'event_seq');
-    perform pg_catalog.setval(v_seq, pg_catalog.nextval(v_seq) + 2 * q.queue_ticker_max_count + 1000);
-    return v_last_tick;
-end
-$$;
-comment on function pgque.force_tick(text) is
-    'Makes the next ticker() call tick the queue at once. Returns the latest tick id; ticks nothing itself.';
-
-create or replace function pgque.force_next_tick(i_queue_name text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-declare
-    q pgque.queue%rowtype;
-begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    -- Upstream PgQue raises here where PgQ returns the last tick silently.
     if q.queue_ticker_paused then
         raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
             using detail = 'pgque:ticker_paused';
@@ -1472,11 +1450,24 @@ begin
         raise exception 'queue % is configured for external ticker; force_tick is meaningless — push ticks via pgque.ticker(queue, tick_id, ts, event_seq)',
             i_queue_name using detail = 'pgque:external_ticker';
     end if;
-    return pgque.force_tick(i_queue_name);
+    select tick_id into v_last_tick from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    -- No tick here: make the next ticker() call see "many new events".
+    v_seq := pgque._queue_relation(q, 'event_seq');
+    perform pg_catalog.setval(v_seq, pg_catalog.nextval(v_seq) + 2 * q.queue_ticker_max_count + 1000);
+    return v_last_tick;
 end
 $$;
+comment on function pgque.force_tick(text) is
+    'Makes the next ticker() call tick the queue at once. Returns the latest tick id; ticks nothing itself. Raises for a paused or externally ticked queue.';
+
+create or replace function pgque.force_next_tick(i_queue_name text)
+returns bigint
+language sql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select pgque.force_tick(i_queue_name) $$;
 comment on function pgque.force_next_tick(text) is
-    'Like force_tick, but raises for paused and externally ticked queues.';
+    'Another name of force_tick.';
 
 -- Internal: PgQ's event gauge reads a sequence's last_value, which is 1 both
 -- before and after the queue's very first event, so that event moves no
@@ -1761,8 +1752,8 @@ declare
     v_next record;
 begin
     -- The row lock makes a concurrent caller wait and then get the same batch.
-    select sub.sub_queue, sub.sub_consumer, sub.sub_batch, sub.sub_last_tick, sub.sub_next_tick,
-           sub.sub_role, t.tick_id as last_tick_id, t.tick_time as last_tick_time,
+    select sub.sub_queue, sub.sub_consumer, sub.sub_id, sub.sub_batch, sub.sub_last_tick,
+           sub.sub_next_tick, sub.sub_role, t.tick_id as last_tick_id, t.tick_time as last_tick_time,
            t.tick_event_seq as last_tick_seq
       into s
       from pgque.queue q
@@ -1779,10 +1770,20 @@ begin
                          || coalesce(pg_catalog.quote_literal(i_queue_name), 'NULL') || ', '
                          || coalesce(pg_catalog.quote_literal(i_consumer_name), 'NULL') || ');';
     end if;
-    -- Cooperative groups hand out batches through their own functions.
+    -- Cooperative groups hand out batches through their own functions. A
+    -- group without members gets no batch here (all NULL): its main row
+    -- never holds one. Upstream returns a batch id it records nowhere.
     if s.sub_role = 'coop_main' then
-        raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
-            i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
+        perform 1 from pgque.subscription m
+         where m.sub_queue = s.sub_queue and m.sub_id = s.sub_id and m.sub_role = 'coop_member';
+        if found then
+            raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
+                i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
+        end if;
+        prev_tick_id := null;
+        prev_tick_time := null;
+        prev_tick_event_seq := null;
+        return;
     elsif s.sub_role = 'coop_member' then
         raise exception 'consumer % on queue % is a cooperative subconsumer; use receive_coop / next_batch (cooperative form) instead of the legacy 5-arg next_batch_custom',
             i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
@@ -4042,13 +4043,16 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- The names are checked first, even for a queue that does not exist.
+    v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
     v_count integer;
 begin
-    update pgque.subscription s set sub_active = pg_catalog.now()
+    -- The wall clock: a touch moves sub_active even in the transaction that
+    -- registered the member, and repeated touches keep increasing.
+    update pgque.subscription s set sub_active = pg_catalog.clock_timestamp()
       from pgque.queue q, pgque.consumer c
      where q.queue_id = s.sub_queue and c.co_id = s.sub_consumer
-       and q.queue_name = i_queue
-       and c.co_name = pgque._coop_member_name(i_queue, i_consumer, i_subconsumer)
+       and q.queue_name = i_queue and c.co_name = v_member_name
        and s.sub_role = 'coop_member';
     get diagnostics v_count = row_count;
     return v_count;
@@ -4296,7 +4300,11 @@ begin
 end
 $$;
 
--- Internal: checks that i_worker holds the slot's lease and renews it.
+-- Internal: checks that i_worker holds the slot's lease and renews it by the
+-- wall clock (clock_timestamp(), so every call moves the lease forward, even
+-- within one transaction). The recorded owner renews even after its lease
+-- expired; anyone else is fenced, expired or not: only claim_slot() takes a
+-- slot over.
 create or replace function pgque._hold_slot(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
 returns integer
@@ -4304,22 +4312,22 @@ language plpgsql
 as $$
 declare
     v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
-    v_lease record;
+    v_owner text;
 begin
-    select lease_owner, lease_until into v_lease from pgque.partition_slot
+    select lease_owner into v_owner from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
        for no key update;
-    if v_lease.lease_owner is null
-       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= pg_catalog.now()) then
+    if v_owner is null then
         raise exception 'slot % of consumer % on queue % is not leased; call pgque.claim_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:not_leased';
     end if;
-    if v_lease.lease_owner is distinct from i_worker then
+    if v_owner is distinct from i_worker then
         raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
-            i_slot, i_consumer, i_queue, v_lease.lease_owner, coalesce(i_worker, 'NULL')
+            i_slot, i_consumer, i_queue, v_owner, coalesce(i_worker, 'NULL')
             using detail = 'pgque:fenced';
     end if;
-    update pgque.partition_slot set lease_until = pg_catalog.now() + lease_ttl
+    update pgque.partition_slot
+       set lease_until = pg_catalog.clock_timestamp() + lease_ttl
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_queue_id;
 end
@@ -4377,9 +4385,15 @@ declare
     v_queue_id integer;
     v_n integer;
 begin
-    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
-    select n into v_n from pgque.partition_consumer
-     where queue_id = v_queue_id and co_name = i_consumer for update;
+    -- An unknown queue or a consumer that is not partitioned: nothing to do.
+    select pc.queue_id, pc.n into v_queue_id, v_n
+      from pgque.queue q join pgque.partition_consumer pc on pc.queue_id = q.queue_id
+     where q.queue_name = i_queue and pc.co_name = i_consumer
+       for update of pc;
+    if not found then
+        return;
+    end if;
+    perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
     perform pgque.unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
     delete from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
@@ -4391,7 +4405,7 @@ begin
 end
 $$;
 comment on function pgque.unsubscribe_slot(text, text, integer) is
-    'Removes one slot''s subscription and lease; the last one unpins the slot count.';
+    'Removes one slot''s subscription and lease; the last one unpins the slot count. A no-op for an unknown queue or a consumer that is not partitioned.';
 
 create or replace function pgque.claim_slot(
     i_queue text, i_consumer text, i_slot integer, i_worker text,
@@ -4402,7 +4416,9 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_queue_id integer;
+    v_n integer;
     v_lease record;
+    v_now timestamptz;
 begin
     if coalesce(i_worker, '') = '' then
         raise exception 'worker id must not be empty' using detail = 'pgque:invalid_argument';
@@ -4411,7 +4427,19 @@ begin
         raise exception 'lease ttl must be >= 1 second and at most 100 years, got %',
             coalesce(i_ttl::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    -- An unknown queue is reported as a consumer that is not partitioned, as upstream does.
+    select pc.queue_id, pc.n into v_queue_id, v_n
+      from pgque.queue q join pgque.partition_consumer pc on pc.queue_id = q.queue_id
+     where q.queue_name = i_queue and pc.co_name = i_consumer;
+    if not found then
+        raise exception 'consumer % on queue % is not a partitioned consumer; call pgque.subscribe_slot() first',
+            i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+    end if;
+    if i_slot is null or i_slot < 0 or i_slot >= v_n then
+        raise exception 'slot % of consumer % on queue % is out of range 0..%',
+            coalesce(i_slot::text, 'NULL'), i_consumer, i_queue, v_n - 1
+            using detail = 'pgque:invalid_argument';
+    end if;
     select lease_owner, lease_until, epoch into v_lease from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
        for no key update;
@@ -4419,25 +4447,30 @@ begin
         raise exception 'slot % of consumer % on queue % is not subscribed; call pgque.subscribe_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:consumer_not_found';
     end if;
-    if v_lease.lease_owner = i_worker and v_lease.lease_until > pg_catalog.now() then
-        -- The holder renews: same epoch.
-        update pgque.partition_slot set lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl
+    -- The wall clock, read after the row lock: a lease that expired while
+    -- this call waited for the lock is seen as expired.
+    v_now := pg_catalog.clock_timestamp();
+    if v_lease.lease_owner = i_worker then
+        -- The owner renews, even after its lease expired: same epoch.
+        update pgque.partition_slot
+           set lease_until = v_now + i_ttl, lease_ttl = i_ttl
          where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
         return v_lease.epoch;
     end if;
-    if v_lease.lease_owner is not null and v_lease.lease_until > pg_catalog.now() then
-        raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
-            i_slot, i_consumer, i_queue, v_lease.lease_owner, i_worker using detail = 'pgque:fenced';
+    if v_lease.lease_owner is not null and v_lease.lease_until > v_now then
+        -- Another worker's live lease: no slot for this caller; it moves on.
+        return null;
     end if;
     -- A free or expired lease: a new holder, a new epoch.
     update pgque.partition_slot
-       set lease_owner = i_worker, lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
+       set lease_owner = i_worker, lease_until = v_now + i_ttl,
+           lease_ttl = i_ttl, epoch = epoch + 1
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_lease.epoch + 1;
 end
 $$;
 comment on function pgque.claim_slot(text, text, integer, text, interval) is
-    'Takes (epoch + 1) or renews (same epoch) the lease on a slot for a worker. Returns the epoch.';
+    'Takes (epoch + 1) or renews (same epoch, even after expiry) a worker''s lease on a slot. Returns the epoch, or NULL when another worker holds a live lease.';
 
 create or replace function pgque.release_slot(i_queue text, i_consumer text, i_slot integer, i_worker text)
 returns boolean
@@ -4445,16 +4478,30 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    v_owner text;
 begin
-    update pgque.partition_slot set lease_owner = null, lease_until = null
-     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
-       and lease_owner = i_worker;
-    return found;
+    select ps.lease_owner into v_owner
+      from pgque.queue q
+      join pgque.partition_slot ps on ps.queue_id = q.queue_id
+     where q.queue_name = i_queue and ps.co_name = i_consumer and ps.slot = i_slot
+       for no key update of ps;
+    if not found then
+        raise exception 'slot % of consumer % on queue % is not subscribed',
+            coalesce(i_slot::text, 'NULL'), i_consumer, i_queue
+            using detail = 'pgque:consumer_not_found';
+    end if;
+    if v_owner is null or v_owner is distinct from i_worker then
+        return false;
+    end if;
+    update pgque.partition_slot ps set lease_owner = null, lease_until = null, lease_ttl = null
+      from pgque.queue q
+     where q.queue_name = i_queue and ps.queue_id = q.queue_id
+       and ps.co_name = i_consumer and ps.slot = i_slot;
+    return true;
 end
 $$;
 comment on function pgque.release_slot(text, text, integer, text) is
-    'Gives up the worker''s lease on a slot. Returns false when the worker did not hold it.';
+    'Gives up the worker''s lease on a slot, expired or not (the epoch stays). Returns false when the worker is not its owner.';
 
 create or replace function pgque.receive_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
@@ -4524,8 +4571,8 @@ declare
     v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
 begin
     if v_batch_id is null then
-        raise exception 'batch not found: %', coalesce(i_msg.batch_id::text, 'NULL')
-            using detail = 'pgque:batch_not_found';
+        raise exception 'slot % of consumer % on queue % has no open batch to nack',
+            i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
     end if;
     return pgque._nack(v_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end
@@ -5707,47 +5754,35 @@ as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
-    b record;
-    v_base bigint;
+    v_size numeric;
 begin
-    q := pgque._observed_queue('throughput', i_queue_name);
-    select * into b from pgque._buckets('throughput', i_period, i_bucket_size);
-    -- The sequence at the first bucket's start: the newest tick before it,
-    -- or the oldest tick kept (earlier ticks went with rotation).
-    select t.tick_event_seq into v_base from pgque.tick t
-     where t.tick_queue = q.queue_id and t.tick_time < pg_catalog.to_timestamp(b.o_first)
-     order by t.tick_id desc limit 1;
-    if not found then
-        select t.tick_event_seq into v_base from pgque.tick t
-         where t.tick_queue = q.queue_id order by t.tick_id limit 1;
+    if i_bucket_size is null or i_bucket_size <= interval '0' then
+        raise exception 'throughput: bucket size must be > 0, got %',
+            coalesce(i_bucket_size::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-
+    q := pgque._observed_queue('throughput', i_queue_name);
+    v_size := extract(epoch from i_bucket_size);
+    -- The ticks of the window in id order; each counts the events since the
+    -- window's previous tick (the first counts nothing). A tick's bucket is
+    -- its time rounded down to a multiple of the bucket size since the Unix
+    -- epoch. Buckets without such a tick are left out.
     return query
-    with per_bucket as (
-        select pg_catalog.floor((extract(epoch from t.tick_time) - b.o_first) / b.o_size)::integer as n,
-               pg_catalog.max(t.tick_event_seq) as seq
+    with deltas as (
+        select t.tick_time,
+               t.tick_event_seq - pg_catalog.lag(t.tick_event_seq) over (order by t.tick_id) as delta
           from pgque.tick t
-         where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.to_timestamp(b.o_first)
-         group by 1),
-    running as (
-        select i as n, pg_catalog.to_timestamp(b.o_first + i * b.o_size) as start_at,
-               greatest(v_base, pg_catalog.max(pb.seq) over (order by i)) as seq_end
-          from pg_catalog.generate_series(0, b.o_count - 1) i
-          left join per_bucket pb on pb.n = i),
-    counted as (
-        select r.n, r.start_at,
-               greatest(r.seq_end - pg_catalog.lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
-               extract(epoch from least(r.start_at + b.o_size * interval '1 second', pg_catalog.now())
-                                  - r.start_at) as seconds
-          from running r)
-    select c.start_at, c.events::bigint,
-           case when c.seconds > 0 then pg_catalog.round(c.events / c.seconds, 3) else 0 end
-      from counted c
-     order by c.n;
+         where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.now() - i_period)
+    select pg_catalog.to_timestamp(pg_catalog.floor(extract(epoch from d.tick_time) / v_size) * v_size),
+           pg_catalog.sum(d.delta)::bigint,
+           pg_catalog.sum(d.delta) / v_size
+      from deltas d
+     where d.delta is not null
+     group by 1
+     order by 1;
 end
 $$;
 comment on function pgque.throughput(text, interval, interval) is
-    'Events per bucket over the last i_period, from the ticks'' event sequence values (buckets aligned to multiples of i_bucket_size). Estimates; history reaches back to the oldest tick kept.';
+    'Events per bucket over the last i_period, from the event sequence of consecutive ticks in the window; buckets aligned to the Unix epoch, only those holding ticks, ascending. Estimates; history reaches back to the oldest tick kept.';
 
 create or replace function pgque.error_rate(
     i_queue_name text, i_period interval, i_bucket_size interval)

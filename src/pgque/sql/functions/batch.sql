@@ -68,8 +68,8 @@ declare
     v_next record;
 begin
     -- The row lock makes a concurrent caller wait and then get the same batch.
-    select sub.sub_queue, sub.sub_consumer, sub.sub_batch, sub.sub_last_tick, sub.sub_next_tick,
-           sub.sub_role, t.tick_id as last_tick_id, t.tick_time as last_tick_time,
+    select sub.sub_queue, sub.sub_consumer, sub.sub_id, sub.sub_batch, sub.sub_last_tick,
+           sub.sub_next_tick, sub.sub_role, t.tick_id as last_tick_id, t.tick_time as last_tick_time,
            t.tick_event_seq as last_tick_seq
       into s
       from pgque.queue q
@@ -86,10 +86,20 @@ begin
                          || coalesce(pg_catalog.quote_literal(i_queue_name), 'NULL') || ', '
                          || coalesce(pg_catalog.quote_literal(i_consumer_name), 'NULL') || ');';
     end if;
-    -- Cooperative groups hand out batches through their own functions.
+    -- Cooperative groups hand out batches through their own functions. A
+    -- group without members gets no batch here (all NULL): its main row
+    -- never holds one. Upstream returns a batch id it records nowhere.
     if s.sub_role = 'coop_main' then
-        raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
-            i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
+        perform 1 from pgque.subscription m
+         where m.sub_queue = s.sub_queue and m.sub_id = s.sub_id and m.sub_role = 'coop_member';
+        if found then
+            raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
+                i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';
+        end if;
+        prev_tick_id := null;
+        prev_tick_time := null;
+        prev_tick_event_seq := null;
+        return;
     elsif s.sub_role = 'coop_member' then
         raise exception 'consumer % on queue % is a cooperative subconsumer; use receive_coop / next_batch (cooperative form) instead of the legacy 5-arg next_batch_custom',
             i_consumer_name, i_queue_name using detail = 'pgque:cooperative_consumer';

@@ -221,13 +221,16 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- The names are checked first, even for a queue that does not exist.
+    v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
     v_count integer;
 begin
-    update pgque.subscription s set sub_active = pg_catalog.now()
+    -- The wall clock: a touch moves sub_active even in the transaction that
+    -- registered the member, and repeated touches keep increasing.
+    update pgque.subscription s set sub_active = pg_catalog.clock_timestamp()
       from pgque.queue q, pgque.consumer c
      where q.queue_id = s.sub_queue and c.co_id = s.sub_consumer
-       and q.queue_name = i_queue
-       and c.co_name = pgque._coop_member_name(i_queue, i_consumer, i_subconsumer)
+       and q.queue_name = i_queue and c.co_name = v_member_name
        and s.sub_role = 'coop_member';
     get diagnostics v_count = row_count;
     return v_count;

@@ -517,47 +517,35 @@ as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
-    b record;
-    v_base bigint;
+    v_size numeric;
 begin
-    q := pgque._observed_queue('throughput', i_queue_name);
-    select * into b from pgque._buckets('throughput', i_period, i_bucket_size);
-    -- The sequence at the first bucket's start: the newest tick before it,
-    -- or the oldest tick kept (earlier ticks went with rotation).
-    select t.tick_event_seq into v_base from pgque.tick t
-     where t.tick_queue = q.queue_id and t.tick_time < pg_catalog.to_timestamp(b.o_first)
-     order by t.tick_id desc limit 1;
-    if not found then
-        select t.tick_event_seq into v_base from pgque.tick t
-         where t.tick_queue = q.queue_id order by t.tick_id limit 1;
+    if i_bucket_size is null or i_bucket_size <= interval '0' then
+        raise exception 'throughput: bucket size must be > 0, got %',
+            coalesce(i_bucket_size::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-
+    q := pgque._observed_queue('throughput', i_queue_name);
+    v_size := extract(epoch from i_bucket_size);
+    -- The ticks of the window in id order; each counts the events since the
+    -- window's previous tick (the first counts nothing). A tick's bucket is
+    -- its time rounded down to a multiple of the bucket size since the Unix
+    -- epoch. Buckets without such a tick are left out.
     return query
-    with per_bucket as (
-        select pg_catalog.floor((extract(epoch from t.tick_time) - b.o_first) / b.o_size)::integer as n,
-               pg_catalog.max(t.tick_event_seq) as seq
+    with deltas as (
+        select t.tick_time,
+               t.tick_event_seq - pg_catalog.lag(t.tick_event_seq) over (order by t.tick_id) as delta
           from pgque.tick t
-         where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.to_timestamp(b.o_first)
-         group by 1),
-    running as (
-        select i as n, pg_catalog.to_timestamp(b.o_first + i * b.o_size) as start_at,
-               greatest(v_base, pg_catalog.max(pb.seq) over (order by i)) as seq_end
-          from pg_catalog.generate_series(0, b.o_count - 1) i
-          left join per_bucket pb on pb.n = i),
-    counted as (
-        select r.n, r.start_at,
-               greatest(r.seq_end - pg_catalog.lag(r.seq_end, 1, v_base) over (order by r.n), 0) as events,
-               extract(epoch from least(r.start_at + b.o_size * interval '1 second', pg_catalog.now())
-                                  - r.start_at) as seconds
-          from running r)
-    select c.start_at, c.events::bigint,
-           case when c.seconds > 0 then pg_catalog.round(c.events / c.seconds, 3) else 0 end
-      from counted c
-     order by c.n;
+         where t.tick_queue = q.queue_id and t.tick_time >= pg_catalog.now() - i_period)
+    select pg_catalog.to_timestamp(pg_catalog.floor(extract(epoch from d.tick_time) / v_size) * v_size),
+           pg_catalog.sum(d.delta)::bigint,
+           pg_catalog.sum(d.delta) / v_size
+      from deltas d
+     where d.delta is not null
+     group by 1
+     order by 1;
 end
 $$;
 comment on function pgque.throughput(text, interval, interval) is
-    'Events per bucket over the last i_period, from the ticks'' event sequence values (buckets aligned to multiples of i_bucket_size). Estimates; history reaches back to the oldest tick kept.';
+    'Events per bucket over the last i_period, from the event sequence of consecutive ticks in the window; buckets aligned to the Unix epoch, only those holding ticks, ascending. Estimates; history reaches back to the oldest tick kept.';
 
 create or replace function pgque.error_rate(
     i_queue_name text, i_period interval, i_bucket_size interval)

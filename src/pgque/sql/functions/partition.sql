@@ -65,7 +65,11 @@ begin
 end
 $$;
 
--- Internal: checks that i_worker holds the slot's lease and renews it.
+-- Internal: checks that i_worker holds the slot's lease and renews it by the
+-- wall clock (clock_timestamp(), so every call moves the lease forward, even
+-- within one transaction). The recorded owner renews even after its lease
+-- expired; anyone else is fenced, expired or not: only claim_slot() takes a
+-- slot over.
 create or replace function pgque._hold_slot(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
 returns integer
@@ -73,22 +77,22 @@ language plpgsql
 as $$
 declare
     v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
-    v_lease record;
+    v_owner text;
 begin
-    select lease_owner, lease_until into v_lease from pgque.partition_slot
+    select lease_owner into v_owner from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
        for no key update;
-    if v_lease.lease_owner is null
-       or (v_lease.lease_owner is distinct from i_worker and v_lease.lease_until <= pg_catalog.now()) then
+    if v_owner is null then
         raise exception 'slot % of consumer % on queue % is not leased; call pgque.claim_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:not_leased';
     end if;
-    if v_lease.lease_owner is distinct from i_worker then
+    if v_owner is distinct from i_worker then
         raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
-            i_slot, i_consumer, i_queue, v_lease.lease_owner, coalesce(i_worker, 'NULL')
+            i_slot, i_consumer, i_queue, v_owner, coalesce(i_worker, 'NULL')
             using detail = 'pgque:fenced';
     end if;
-    update pgque.partition_slot set lease_until = pg_catalog.now() + lease_ttl
+    update pgque.partition_slot
+       set lease_until = pg_catalog.clock_timestamp() + lease_ttl
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_queue_id;
 end
@@ -146,9 +150,15 @@ declare
     v_queue_id integer;
     v_n integer;
 begin
-    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
-    select n into v_n from pgque.partition_consumer
-     where queue_id = v_queue_id and co_name = i_consumer for update;
+    -- An unknown queue or a consumer that is not partitioned: nothing to do.
+    select pc.queue_id, pc.n into v_queue_id, v_n
+      from pgque.queue q join pgque.partition_consumer pc on pc.queue_id = q.queue_id
+     where q.queue_name = i_queue and pc.co_name = i_consumer
+       for update of pc;
+    if not found then
+        return;
+    end if;
+    perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
     perform pgque.unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
     delete from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
@@ -160,7 +170,7 @@ begin
 end
 $$;
 comment on function pgque.unsubscribe_slot(text, text, integer) is
-    'Removes one slot''s subscription and lease; the last one unpins the slot count.';
+    'Removes one slot''s subscription and lease; the last one unpins the slot count. A no-op for an unknown queue or a consumer that is not partitioned.';
 
 create or replace function pgque.claim_slot(
     i_queue text, i_consumer text, i_slot integer, i_worker text,
@@ -171,7 +181,9 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_queue_id integer;
+    v_n integer;
     v_lease record;
+    v_now timestamptz;
 begin
     if coalesce(i_worker, '') = '' then
         raise exception 'worker id must not be empty' using detail = 'pgque:invalid_argument';
@@ -180,7 +192,19 @@ begin
         raise exception 'lease ttl must be >= 1 second and at most 100 years, got %',
             coalesce(i_ttl::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    v_queue_id := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    -- An unknown queue is reported as a consumer that is not partitioned, as upstream does.
+    select pc.queue_id, pc.n into v_queue_id, v_n
+      from pgque.queue q join pgque.partition_consumer pc on pc.queue_id = q.queue_id
+     where q.queue_name = i_queue and pc.co_name = i_consumer;
+    if not found then
+        raise exception 'consumer % on queue % is not a partitioned consumer; call pgque.subscribe_slot() first',
+            i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+    end if;
+    if i_slot is null or i_slot < 0 or i_slot >= v_n then
+        raise exception 'slot % of consumer % on queue % is out of range 0..%',
+            coalesce(i_slot::text, 'NULL'), i_consumer, i_queue, v_n - 1
+            using detail = 'pgque:invalid_argument';
+    end if;
     select lease_owner, lease_until, epoch into v_lease from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
        for no key update;
@@ -188,25 +212,30 @@ begin
         raise exception 'slot % of consumer % on queue % is not subscribed; call pgque.subscribe_slot() first',
             i_slot, i_consumer, i_queue using detail = 'pgque:consumer_not_found';
     end if;
-    if v_lease.lease_owner = i_worker and v_lease.lease_until > pg_catalog.now() then
-        -- The holder renews: same epoch.
-        update pgque.partition_slot set lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl
+    -- The wall clock, read after the row lock: a lease that expired while
+    -- this call waited for the lock is seen as expired.
+    v_now := pg_catalog.clock_timestamp();
+    if v_lease.lease_owner = i_worker then
+        -- The owner renews, even after its lease expired: same epoch.
+        update pgque.partition_slot
+           set lease_until = v_now + i_ttl, lease_ttl = i_ttl
          where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
         return v_lease.epoch;
     end if;
-    if v_lease.lease_owner is not null and v_lease.lease_until > pg_catalog.now() then
-        raise exception 'lease on slot % of consumer % on queue % is held by worker %, not %; fenced',
-            i_slot, i_consumer, i_queue, v_lease.lease_owner, i_worker using detail = 'pgque:fenced';
+    if v_lease.lease_owner is not null and v_lease.lease_until > v_now then
+        -- Another worker's live lease: no slot for this caller; it moves on.
+        return null;
     end if;
     -- A free or expired lease: a new holder, a new epoch.
     update pgque.partition_slot
-       set lease_owner = i_worker, lease_until = pg_catalog.now() + i_ttl, lease_ttl = i_ttl, epoch = epoch + 1
+       set lease_owner = i_worker, lease_until = v_now + i_ttl,
+           lease_ttl = i_ttl, epoch = epoch + 1
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     return v_lease.epoch + 1;
 end
 $$;
 comment on function pgque.claim_slot(text, text, integer, text, interval) is
-    'Takes (epoch + 1) or renews (same epoch) the lease on a slot for a worker. Returns the epoch.';
+    'Takes (epoch + 1) or renews (same epoch, even after expiry) a worker''s lease on a slot. Returns the epoch, or NULL when another worker holds a live lease.';
 
 create or replace function pgque.release_slot(i_queue text, i_consumer text, i_slot integer, i_worker text)
 returns boolean
@@ -214,16 +243,30 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
+    v_owner text;
 begin
-    update pgque.partition_slot set lease_owner = null, lease_until = null
-     where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot
-       and lease_owner = i_worker;
-    return found;
+    select ps.lease_owner into v_owner
+      from pgque.queue q
+      join pgque.partition_slot ps on ps.queue_id = q.queue_id
+     where q.queue_name = i_queue and ps.co_name = i_consumer and ps.slot = i_slot
+       for no key update of ps;
+    if not found then
+        raise exception 'slot % of consumer % on queue % is not subscribed',
+            coalesce(i_slot::text, 'NULL'), i_consumer, i_queue
+            using detail = 'pgque:consumer_not_found';
+    end if;
+    if v_owner is null or v_owner is distinct from i_worker then
+        return false;
+    end if;
+    update pgque.partition_slot ps set lease_owner = null, lease_until = null, lease_ttl = null
+      from pgque.queue q
+     where q.queue_name = i_queue and ps.queue_id = q.queue_id
+       and ps.co_name = i_consumer and ps.slot = i_slot;
+    return true;
 end
 $$;
 comment on function pgque.release_slot(text, text, integer, text) is
-    'Gives up the worker''s lease on a slot. Returns false when the worker did not hold it.';
+    'Gives up the worker''s lease on a slot, expired or not (the epoch stays). Returns false when the worker is not its owner.';
 
 create or replace function pgque.receive_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
@@ -293,8 +336,8 @@ declare
     v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
 begin
     if v_batch_id is null then
-        raise exception 'batch not found: %', coalesce(i_msg.batch_id::text, 'NULL')
-            using detail = 'pgque:batch_not_found';
+        raise exception 'slot % of consumer % on queue % has no open batch to nack',
+            i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
     end if;
     return pgque._nack(v_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end

@@ -335,24 +335,24 @@ begin
          where queue_id = v_queue_id;
     when 'ticker_max_lag' then
         v_interval := x_param_value::interval;
-        if v_interval < interval '0' then
-            raise exception 'set_queue_config: ticker_max_lag must be >= 0, got %', v_interval
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: ticker_max_lag must be > 0, got %', v_interval
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_ticker_max_lag = coalesce(v_interval, interval '3 seconds')
          where queue_id = v_queue_id;
     when 'ticker_idle_period' then
         v_interval := x_param_value::interval;
-        if v_interval < interval '0' then
-            raise exception 'set_queue_config: ticker_idle_period must be >= 0, got %', v_interval
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: ticker_idle_period must be > 0, got %', v_interval
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_ticker_idle_period = coalesce(v_interval, interval '1 minute')
          where queue_id = v_queue_id;
     when 'rotation_period' then
         v_interval := x_param_value::interval;
-        if v_interval < interval '0' then
-            raise exception 'set_queue_config: rotation_period must be >= 0, got %', v_interval
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: rotation_period must be > 0, got %', v_interval
                 using detail = 'pgque:invalid_argument';
         end if;
         update pgque.queue set queue_rotation_period = coalesce(v_interval, interval '2 hours')

@@ -217,33 +217,7 @@ begin
     if not found then
         raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
     end if;
-    select tick_id into v_last_tick from pgque.tick
-     where tick_queue = q.queue_id order by tick_id desc limit 1;
-    -- Paused and externally ticked queues are left alone, silently (PgQ).
-    if q.queue_ticker_paused or q.queue_external_ticker then
-        return v_last_tick;
-    end if;
-    -- No tick here: make the next ticker() call see "many new events".
-    v_seq := pgque._queue_relation(q, 'event_seq');
-    perform pg_catalog.setval(v_seq, pg_catalog.nextval(v_seq) + 2 * q.queue_ticker_max_count + 1000);
-    return v_last_tick;
-end
-$$;
-comment on function pgque.force_tick(text) is
-    'Makes the next ticker() call tick the queue at once. Returns the latest tick id; ticks nothing itself.';
-
-create or replace function pgque.force_next_tick(i_queue_name text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-declare
-    q pgque.queue%rowtype;
-begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    -- Upstream PgQue raises here where PgQ returns the last tick silently.
     if q.queue_ticker_paused then
         raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
             using detail = 'pgque:ticker_paused';
@@ -252,11 +226,24 @@ begin
         raise exception 'queue % is configured for external ticker; force_tick is meaningless — push ticks via pgque.ticker(queue, tick_id, ts, event_seq)',
             i_queue_name using detail = 'pgque:external_ticker';
     end if;
-    return pgque.force_tick(i_queue_name);
+    select tick_id into v_last_tick from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    -- No tick here: make the next ticker() call see "many new events".
+    v_seq := pgque._queue_relation(q, 'event_seq');
+    perform pg_catalog.setval(v_seq, pg_catalog.nextval(v_seq) + 2 * q.queue_ticker_max_count + 1000);
+    return v_last_tick;
 end
 $$;
+comment on function pgque.force_tick(text) is
+    'Makes the next ticker() call tick the queue at once. Returns the latest tick id; ticks nothing itself. Raises for a paused or externally ticked queue.';
+
+create or replace function pgque.force_next_tick(i_queue_name text)
+returns bigint
+language sql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select pgque.force_tick(i_queue_name) $$;
 comment on function pgque.force_next_tick(text) is
-    'Like force_tick, but raises for paused and externally ticked queues.';
+    'Another name of force_tick.';
 
 -- Internal: PgQ's event gauge reads a sequence's last_value, which is 1 both
 -- before and after the queue's very first event, so that event moves no
