@@ -27,9 +27,11 @@ def test_send(pgque: Pgque, conn: psycopg.Connection[Any], queue: str) -> None:
     run = pgque("send", "q", '{"id": 42}', "--type", "order.created", "--json")
     assert run.code == ExitCode.OK, run.stderr
     sent = run.json()
-    assert set(sent) == {"queue", "event_id", "type"} and sent["type"] == "order.created"
+    assert set(sent) == {"queue", "event_id", "type", "consumers"}
+    assert (sent["type"], sent["consumers"]) == ("order.created", 1)
     text = pgque("send", "q", "plain words", "--text")
     assert text.stdout.startswith("sent event ")
+    assert text.stderr == ""  # a consumer will receive it: nothing to note
     keyed = pgque("send", "q", '"hi"', "-k", "customer-7", "--json").json()
     stdin = pgque("send", "q", "-", "--json", input="[1, 2]\n").json()
     tick(conn, "q")
@@ -40,6 +42,20 @@ def test_send(pgque: Pgque, conn: psycopg.Connection[Any], queue: str) -> None:
         (keyed["event_id"], "default", '"hi"', "customer-7"),
         (stdin["event_id"], "default", "[1, 2]", None),
     ]
+
+
+def test_send_to_a_queue_without_consumers_says_nobody_receives_it(
+    pgque: Pgque, conn: psycopg.Connection[Any]
+) -> None:
+    make_queue(conn, "lonely")
+    run = pgque("send", "lonely", "{}")
+    assert run.code == ExitCode.OK, run.stderr
+    assert run.stdout.startswith("sent event ")
+    assert run.stderr.strip() == (
+        "note: queue 'lonely' has no consumers, so no consumer will receive this event"
+        " unless one subscribes before the queue's next tick"
+    )
+    assert pgque("send", "lonely", "{}", "--json").json()["consumers"] == 0
 
 
 def test_send_refuses_non_json(pgque: Pgque, queue: str) -> None:

@@ -90,6 +90,19 @@ class PgqueGroup(click.Group):
         sys.exit(result if isinstance(result, int) else ExitCode.OK)
 
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the commands with their whole first sentence, wrapped, never cut with "..."."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            rows.append((name, cmd.get_short_help_str(limit=1_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def command(name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], click.Command]:
     """``click.command`` with the error translation of :class:`PgqueCommand`."""
     return click.command(name, cls=PgqueCommand, **kwargs)

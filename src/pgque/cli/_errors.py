@@ -70,6 +70,12 @@ def first_line(text: str) -> str:
     return lines[0] if lines else str(text)
 
 
+def _first_sentence(text: str) -> str:
+    """The first sentence of a message, without its full stop (where a hint follows)."""
+    head, _, _ = text.partition(". ")
+    return head.rstrip(".")
+
+
 def cli_error(exc: BaseException, context: Mapping[str, Any] | None = None) -> CliError:
     """Translate an exception raised by a command into a :class:`CliError`."""
     if isinstance(exc, CliError):
@@ -110,4 +116,8 @@ def cli_error(exc: BaseException, context: Mapping[str, Any] | None = None) -> C
     # ticker or maintenance run and internal errors are failures.
     code = ExitCode.REFUSED if isinstance(error, PgqueOperationRefused) else ExitCode.FAILURE
     hint = _HINTS.get(error.code or "")
-    return CliError(f"{message}: {hint}" if hint is not None else message, code)
+    # The hint replaces whatever advice the server's message gives after its
+    # first sentence: one message, one piece of advice.
+    if hint is not None:
+        return CliError(f"{_first_sentence(message)}: {hint}", code)
+    return CliError(message, code)

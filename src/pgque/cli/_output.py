@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import IO, Any, cast
 
 import click
 from rich.console import Console
@@ -21,6 +21,7 @@ __all__ = [
     "format_rate",
     "format_seconds",
     "out",
+    "plural",
     "seconds",
     "styled",
     "to_json",
@@ -28,21 +29,64 @@ __all__ = [
 ]
 
 
+# Without a terminal (and without COLUMNS) nothing is wrapped: a line of
+# output is a line of text, whatever its length.
+_UNWRAPPED = 10_000
+
+
+def _is_terminal(stream: Any) -> bool:
+    return hasattr(stream, "isatty") and bool(stream.isatty())
+
+
 def _width(stream: Any) -> int | None:
-    """Rich's own width on a terminal or with COLUMNS set; else wide enough for the tables."""
-    if os.environ.get("COLUMNS") or (hasattr(stream, "isatty") and stream.isatty()):
+    """Rich's own width on a terminal or with COLUMNS set; else no wrapping."""
+    if os.environ.get("COLUMNS") or _is_terminal(stream):
         return None
-    return 120
+    return _UNWRAPPED
+
+
+class _TrimmedLines:
+    """A text stream that drops the spaces rich pads lines with, for pipes and files."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text`` with each line's trailing spaces removed."""
+        self._stream.write("\n".join(line.rstrip(" ") for line in text.split("\n")))
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the underlying stream."""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        """Never a terminal."""
+        return False
+
+    def fileno(self) -> int:
+        """The underlying stream's descriptor."""
+        return int(self._stream.fileno())
+
+
+def _console(stream: Any) -> Console:
+    file = stream if _is_terminal(stream) else cast("IO[str]", _TrimmedLines(stream))
+    return Console(file=file, highlight=False, width=_width(stream))
 
 
 def out() -> Console:
     """A rich console on the current stdout (colour only on a terminal)."""
-    return Console(file=sys.stdout, highlight=False, width=_width(sys.stdout))
+    return _console(sys.stdout)
 
 
 def err() -> Console:
     """A rich console on the current stderr."""
-    return Console(file=sys.stderr, highlight=False, width=_width(sys.stderr))
+    return _console(sys.stderr)
+
+
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """``1 event``, ``2 events``: the count with its noun in the right number."""
+    return f"{count} {singular if count == 1 else plural_form or singular + 's'}"
 
 
 def _json_default(value: Any) -> Any:
@@ -103,11 +147,11 @@ def format_seconds(value: Any, *, empty: str = "-") -> str:
 
 
 def format_rate(value: Any) -> str:
-    """Events per second for tables: ``150/s``, ``0.4/s``."""
+    """Events per second for tables: ``150/s``, ``0.4/s``, ``0.0/s`` (one decimal below 10)."""
     if value is None:
         return "-"
     rate = float(value)
-    return f"{rate:.0f}/s" if rate >= 10 or rate == 0 else f"{rate:.1f}/s"
+    return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
 STATUS_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red"}

@@ -8,9 +8,12 @@ import click
 
 from pgque._queries import query
 from pgque.cli._command import command, json_option
-from pgque.cli._output import emit_json, out
+from pgque.cli._errors import CliError, ExitCode
+from pgque.cli._output import emit_json, format_seconds, out, plural
 from pgque.cli._session import require_queue, session
 from pgque.cli._types import Duration, KeyValue
+from pgque.client import PgqueClient
+from pgque.errors import PgqueInvalidArgument
 
 __all__ = ["COMMANDS"]
 
@@ -34,7 +37,10 @@ def create_queue_cmd(name: str, options: tuple[tuple[str, str], ...], as_json: b
     """
     settings = dict(options)
     with session() as client:
-        created = bool(client.create_queue(name, settings))
+        try:
+            created = bool(client.create_queue(name, settings))
+        except PgqueInvalidArgument as exc:
+            raise _option_error(client, name, settings, exc) from exc
     if as_json:
         emit_json({"queue": name, "created": created, "options": settings})
         return
@@ -42,6 +48,32 @@ def create_queue_cmd(name: str, options: tuple[tuple[str, str], ...], as_json: b
         out().print(f"created queue {name!r}")
     else:
         out().print(f"queue {name!r} exists" + ("; options applied" if settings else ""))
+
+
+def _option_names(client: PgqueClient) -> list[str]:
+    """The queue settings ``set_queue_config`` of the installed pgque knows."""
+    row = client.conn.execute(query("queue_option_names")).fetchone()
+    return list(row[0] or []) if row else []
+
+
+def _option_error(
+    client: PgqueClient, queue: str, settings: dict[str, str], exc: PgqueInvalidArgument
+) -> CliError:
+    """A bad -o option said with the queue, the option and what to write instead."""
+    names = _option_names(client)
+    unknown = [key for key in settings if key not in names]
+    if unknown:
+        return CliError(
+            f"unknown queue option {unknown[0]!r} (queue {queue!r}): the options are"
+            f" {', '.join(names)}; nothing was created or changed",
+            ExitCode.USAGE,
+        )
+    given = ", ".join(f"{key}={value}" for key, value in settings.items())
+    return CliError(
+        f"invalid option value for queue {queue!r} ({given}): {str(exc).splitlines()[0]};"
+        " nothing was created or changed",
+        ExitCode.USAGE,
+    )
 
 
 @command("drop-queue")
@@ -93,6 +125,7 @@ def resume_cmd(queue: str, as_json: bool) -> None:
 def replay_dlq_cmd(queue: str, limit: int | None, as_json: bool) -> None:
     """Send QUEUE's dead letters again as new events (oldest first) and remove them."""
     first_error: str | None = None
+    events: dict[int, int] = {}  # dead letter id -> new event id, when replayed one by one
     with session() as client:
         require_queue(client, queue)
         if limit is None:
@@ -103,16 +136,35 @@ def replay_dlq_cmd(queue: str, limit: int | None, as_json: bool) -> None:
             ids = [r[0] for r in conn.execute(query("dlq_oldest_ids"), (queue, limit)).fetchall()]
             with conn.transaction():
                 for dl_id in ids:
-                    client.dlq_replay(dl_id)
+                    events[dl_id] = client.dlq_replay(dl_id)
             replayed, failed = len(ids), 0
     if as_json:
         emit_json(
             {"queue": queue, "replayed": replayed, "failed": failed, "first_error": first_error}
+            | ({"events": [{"dl_id": k, "ev_id": v} for k, v in events.items()]} if events else {})
         )
         return
-    out().print(f"replayed {replayed} dead letters of queue {queue!r}")
+    console = out()
+    if replayed == 0 and failed == 0:
+        console.print(f"queue {queue!r} has no dead letters: nothing replayed")
+        return
+    for dl_id, ev_id in events.items():
+        console.print(f"dead letter {dl_id} sent again as event {ev_id}")
+    console.print(
+        f"replayed {plural(replayed, 'dead letter')} of queue {queue!r} as new events"
+        " (every consumer of the queue receives them)"
+    )
     if failed:
-        out().print(f"{failed} failed; the first: {first_error}")
+        console.print(f"{failed} failed and stay dead letters; the first: {first_error}")
+
+
+def _age_text(age: dt.timedelta) -> str:
+    """An age as it would be written on the command line: ``30d``, ``12h``, ``90s``."""
+    secs = age.total_seconds()
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size and secs % size == 0:
+            return f"{secs // size:.0f}{unit}"
+    return format_seconds(age)
 
 
 @command("purge-dlq")
@@ -126,16 +178,18 @@ def replay_dlq_cmd(queue: str, limit: int | None, as_json: bool) -> None:
 @json_option
 def purge_dlq_cmd(queue: str, older_than: float | None, as_json: bool) -> None:
     """Delete QUEUE's dead letters older than --older-than (pgque.dlq_purge)."""
+    age = dt.timedelta(days=30) if older_than is None else dt.timedelta(seconds=older_than)
     with session() as client:
         require_queue(client, queue)
-        if older_than is None:
-            purged = client.dlq_purge(queue)
-        else:
-            purged = client.dlq_purge(queue, dt.timedelta(seconds=older_than))
+        purged = client.dlq_purge(queue, age)
     if as_json:
-        emit_json({"queue": queue, "purged": purged})
+        emit_json({"queue": queue, "purged": purged, "older_than_seconds": age.total_seconds()})
+        return
+    older = f"older than {_age_text(age)}" if age else "of any age"
+    if purged == 0:
+        out().print(f"queue {queue!r} has no dead letters {older}: nothing purged")
     else:
-        out().print(f"purged {purged} dead letters of queue {queue!r}")
+        out().print(f"purged {plural(purged, 'dead letter')} {older} from queue {queue!r}")
 
 
 COMMANDS = [

