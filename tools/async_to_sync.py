@@ -56,6 +56,7 @@ PAIRS: dict[str, str] = {
     "src/pgque/async_multi_consumer.py": "src/pgque/multi_consumer.py",
     "src/pgque/_async_settle.py": "src/pgque/_settle.py",
     "src/pgque/_async_runner.py": "src/pgque/_runner.py",
+    "src/pgque/_async_slots.py": "src/pgque/_slots.py",
 }
 
 #: Names renamed besides the ``AsyncX`` -> ``X`` rule.
@@ -64,6 +65,7 @@ NAMES: dict[str, str] = {
     "_acompat": "_compat",
     "_async_runner": "_runner",
     "_async_settle": "_settle",
+    "_async_slots": "_slots",
     "async_client": "client",
     "async_consumer": "consumer",
     "async_multi_consumer": "multi_consumer",

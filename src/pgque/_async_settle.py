@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from pgque import _consumer_policy as policy
+from pgque._async_slots import SlotRef
 from pgque._dispatch import Outcome
 from pgque._queries import query
 from pgque.async_client import AsyncPgqueClient
@@ -38,6 +39,8 @@ class AsyncSettler:
             handler or the backoff says otherwise.
         retry_backoff: ``(base, cap)`` for messages whose handler raised, or None.
         log: Where refused settles are logged.
+        slot: The partition slot whose batch is settled (the slot functions
+            are used then), or None.
     """
 
     def __init__(
@@ -48,8 +51,10 @@ class AsyncSettler:
         retry_after: float,
         retry_backoff: tuple[float, float] | None,
         log: logging.Logger,
+        slot: SlotRef | None = None,
     ) -> None:
         self.queue = queue
+        self.slot = slot
         self.name = name
         self.retry_after = retry_after
         self.retry_backoff = retry_backoff
@@ -88,9 +93,17 @@ class AsyncSettler:
         reason: str | None,
     ) -> None:
         """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
-        if delay is None:
+        slot = self.slot
+        params: tuple[Any, ...]
+        if delay is None and slot is not None:
+            operation, statement = "dead_letter", "dead_letter_partitioned"
+            params = (*_slot_args(slot), msg.msg_id, reason)
+        elif delay is None:
             operation, statement = "dead_letter", "dead_letter_event"
-            params: tuple[Any, ...] = (msg.batch_id, msg.msg_id, reason)
+            params = (msg.batch_id, msg.msg_id, reason)
+        elif slot is not None:
+            operation, statement = "nack", "nack_partitioned_by_id"
+            params = (*_slot_args(slot), msg.msg_id, policy.retry_interval(delay), reason)
         else:
             operation, statement = "nack", "nack_by_id"
             params = (msg.batch_id, msg.msg_id, policy.retry_interval(delay), reason)
@@ -107,7 +120,10 @@ class AsyncSettler:
         """
         try:
             with telemetry().operation("ack", self.queue, attributes=self._attributes):
-                acked = await client.ack(batch_id)
+                if self.slot is None:
+                    acked = await client.ack(batch_id)
+                else:
+                    acked = await client.ack_partitioned(*_slot_args(self.slot))
         except (psycopg.Error, PgqueError) as exc:
             if policy.is_connection_error(exc):
                 raise
@@ -119,6 +135,11 @@ class AsyncSettler:
                 batch_id,
             )
         return acked
+
+
+def _slot_args(slot: SlotRef) -> tuple[str, str, int, int, str]:
+    """The first five arguments of the slot functions."""
+    return (slot.queue, slot.consumer, slot.slot, slot.n, slot.worker)
 
 
 @asynccontextmanager

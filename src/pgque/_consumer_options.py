@@ -122,6 +122,10 @@ class ConsumerOptions:
     max_abandoned: int = 10
     max_settle_failures: int = 5
     subscribe: bool = False
+    partitions: int | None = None
+    max_slots: int | None = None
+    lease_ttl: float = 30
+    worker_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.unknown_handler_policy not in ("nack", "ack"):
@@ -150,6 +154,28 @@ class ConsumerOptions:
         if not isinstance(self.subscribe, bool):
             raise TypeError(f"subscribe must be True or False, got {self.subscribe!r}")
         object.__setattr__(self, "retry_backoff", check_backoff(self.retry_backoff))
+        self._check_partitions()
+
+    def _check_partitions(self) -> None:
+        if self.partitions is None:
+            if self.max_slots is not None or self.worker_id is not None:
+                raise ValueError("max_slots and worker_id need partitions= (the slot count)")
+            return
+        check_count("partitions", self.partitions)
+        if self.max_slots is not None:
+            check_count("max_slots", self.max_slots)
+        if self.subconsumer is not None:
+            raise ValueError("partitions= and subconsumer= exclude each other: choose one")
+        if self.max_messages != ALL_MESSAGES:
+            raise ValueError(
+                "max_messages cannot be combined with partitions=: a slot's share of a batch"
+                " is handled whole"
+            )
+        if check_delay("lease_ttl", self.lease_ttl) < 1:
+            raise ValueError(f"lease_ttl must be at least 1 second, got {self.lease_ttl!r}")
+        worker = self.worker_id
+        if worker is not None and (not isinstance(worker, str) or not worker or "\x00" in worker):
+            raise ValueError(f"worker_id must be a non-empty string, got {worker!r}")
 
 
 class Option(Generic[T]):
@@ -200,6 +226,10 @@ class ConsumerSettings:
     max_abandoned = Option[int]()
     max_settle_failures = Option[int]()
     subscribe = Option[bool]()
+    partitions = Option[int | None]()
+    max_slots = Option[int | None]()
+    lease_ttl = Option[float]()
+    worker_id = Option[str | None]()
 
 
 ConsumerOptions.__module__ = "pgque"

@@ -82,7 +82,7 @@ class Runner:
     def __init__(self, consumers: Sequence[Consumer], *, stop: Event, owner: Owner) -> None:
         self.consumers = list(consumers)
         self.lead = self.consumers[0]
-        self.poll_interval = min(c.poll_interval for c in self.consumers)
+        self.poll_interval = min(c.wait_interval for c in self.consumers)
         self._stop = stop
         self._owner = owner
         self._log = logging.getLogger(f"pgque.consumer.{self.lead.name}")

@@ -22,6 +22,7 @@ import psycopg
 from pgque import _consumer_policy as policy
 from pgque._dispatch import Outcome
 from pgque._queries import query
+from pgque._slots import SlotRef
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError
 from pgque.message import Message
@@ -40,6 +41,8 @@ class Settler:
             handler or the backoff says otherwise.
         retry_backoff: ``(base, cap)`` for messages whose handler raised, or None.
         log: Where refused settles are logged.
+        slot: The partition slot whose batch is settled (the slot functions
+            are used then), or None.
     """
 
     def __init__(
@@ -50,8 +53,10 @@ class Settler:
         retry_after: float,
         retry_backoff: tuple[float, float] | None,
         log: logging.Logger,
+        slot: SlotRef | None = None,
     ) -> None:
         self.queue = queue
+        self.slot = slot
         self.name = name
         self.retry_after = retry_after
         self.retry_backoff = retry_backoff
@@ -88,9 +93,17 @@ class Settler:
         reason: str | None,
     ) -> None:
         """Nack the message (retry after ``delay`` seconds), or dead-letter it (None)."""
-        if delay is None:
+        slot = self.slot
+        params: tuple[Any, ...]
+        if delay is None and slot is not None:
+            operation, statement = "dead_letter", "dead_letter_partitioned"
+            params = (*_slot_args(slot), msg.msg_id, reason)
+        elif delay is None:
             operation, statement = "dead_letter", "dead_letter_event"
-            params: tuple[Any, ...] = (msg.batch_id, msg.msg_id, reason)
+            params = (msg.batch_id, msg.msg_id, reason)
+        elif slot is not None:
+            operation, statement = "nack", "nack_partitioned_by_id"
+            params = (*_slot_args(slot), msg.msg_id, policy.retry_interval(delay), reason)
         else:
             operation, statement = "nack", "nack_by_id"
             params = (msg.batch_id, msg.msg_id, policy.retry_interval(delay), reason)
@@ -107,7 +120,10 @@ class Settler:
         """
         try:
             with telemetry().operation("ack", self.queue, attributes=self._attributes):
-                acked = client.ack(batch_id)
+                if self.slot is None:
+                    acked = client.ack(batch_id)
+                else:
+                    acked = client.ack_partitioned(*_slot_args(self.slot))
         except (psycopg.Error, PgqueError) as exc:
             if policy.is_connection_error(exc):
                 raise
@@ -119,6 +135,11 @@ class Settler:
                 batch_id,
             )
         return acked
+
+
+def _slot_args(slot: SlotRef) -> tuple[str, str, int, int, str]:
+    """The first five arguments of the slot functions."""
+    return (slot.queue, slot.consumer, slot.slot, slot.n, slot.worker)
 
 
 @contextmanager

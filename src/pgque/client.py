@@ -262,6 +262,65 @@ class PgqueClient:
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
 
+    # -- partition slots -----------------------------------------------------
+
+    def subscribe_slot(self, queue: str, consumer: str, slot: int, n: int) -> None:
+        """Subscribe slot ``slot`` of ``n`` of a partitioned consumer (nothing if it is)."""
+        check_text(queue=queue, consumer=consumer)
+        self._one(query("subscribe_slot"), (queue, consumer, slot, n))
+
+    def unsubscribe_slot(self, queue: str, consumer: str, slot: int) -> None:
+        """Remove one slot's subscription and lease (the last one unpins ``n``)."""
+        check_text(queue=queue, consumer=consumer)
+        self._one(query("unsubscribe_slot"), (queue, consumer, slot))
+
+    def claim_slot(
+        self, queue: str, consumer: str, slot: int, worker: str, ttl: timedelta | float = 30
+    ) -> int | None:
+        """Take or renew ``worker``'s lease on a slot: the epoch, or None when another
+        worker holds a live lease (try another slot)."""
+        check_text(queue=queue, consumer=consumer, worker=worker)
+        params = (queue, consumer, slot, worker, interval(ttl, "ttl"))
+        value = self._one(query("claim_slot"), params)
+        return None if value is None else int(value)
+
+    def release_slot(self, queue: str, consumer: str, slot: int, worker: str) -> bool:
+        """Give up ``worker``'s lease on a slot; False when it was not the owner."""
+        check_text(queue=queue, consumer=consumer, worker=worker)
+        return bool(self._one(query("release_slot"), (queue, consumer, slot, worker)))
+
+    def receive_partitioned(
+        self, queue: str, consumer: str, slot: int, n: int, worker: str, max_messages: int = 100
+    ) -> list[Message]:
+        """:meth:`receive` for a slot ``worker`` holds (the call renews its lease)."""
+        check_text(queue=queue, consumer=consumer, worker=worker)
+        params = (queue, consumer, slot, n, worker, max_messages)
+        return [Message(*row) for row in self._all(query("receive_partitioned"), params)]
+
+    def ack_partitioned(self, queue: str, consumer: str, slot: int, n: int, worker: str) -> int:
+        """Finish the slot's open batch: 1, or 0 when it has none (renews the lease)."""
+        check_text(queue=queue, consumer=consumer, worker=worker)
+        return int(self._one(query("ack_partitioned"), (queue, consumer, slot, n, worker)))
+
+    def nack_partitioned(
+        self, queue: str, consumer: str, slot: int, n: int, worker: str, msg: Message,
+        retry_after: float = 60, reason: str | None = None,
+    ) -> int:  # fmt: skip
+        """:meth:`nack` for a message of the slot's open batch (renews the lease)."""
+        check_text(queue=queue, consumer=consumer, worker=worker, reason=reason)
+        params = (queue, consumer, slot, n, worker, msg.msg_id,
+                  interval(retry_after, "retry_after"), reason)  # fmt: skip
+        return int(self._one(query("nack_partitioned_by_id"), params))
+
+    def dead_letter_partitioned(
+        self, queue: str, consumer: str, slot: int, n: int, worker: str, msg: Message,
+        reason: str | None = None,
+    ) -> int:  # fmt: skip
+        """Dead-letter a message of the slot's open batch (renews the lease)."""
+        check_text(queue=queue, consumer=consumer, worker=worker, reason=reason)
+        params = (queue, consumer, slot, n, worker, msg.msg_id, reason)
+        return int(self._one(query("dead_letter_partitioned"), params))
+
     # -- queues --------------------------------------------------------------
 
     def create_queue(self, queue: str, options: Mapping[str, ConfigValue] | None = None) -> int:

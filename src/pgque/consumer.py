@@ -31,6 +31,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -53,8 +56,9 @@ from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided
 from pgque._queries import query
 from pgque._runner import Runner, setup_errors
 from pgque._settle import Settler
+from pgque._slots import SlotLeases, SlotRef
 from pgque.client import PgqueClient
-from pgque.errors import ConnectionAbandoned, ConsumerGaveUp
+from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueFenced
 from pgque.message import Message
 from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
@@ -131,9 +135,24 @@ class Consumer(ConsumerSettings):
             and tried again after a growing pause) before :meth:`start`
             raises :class:`ConsumerGaveUp`. Defaults to 5.
         subscribe: Subscribe the consumer (or, with ``subconsumer``, the
-            member) on every connection, if it is not yet. Defaults to False:
-            a consumer that is not subscribed makes :meth:`start` raise
+            member; with ``partitions``, every slot) on every connection, if
+            it is not yet. Defaults to False: a consumer that is not
+            subscribed makes :meth:`start` raise
             :class:`~pgque.errors.PgqueConsumerNotFound`.
+        partitions: Consume as a partitioned consumer of this many slots
+            (``pgque.subscribe_slot``): messages of one partition key are
+            handled in order, different keys in parallel by the workers
+            holding their slots. The consumer claims free slots by lease,
+            renews them by working, and moves on when another worker holds a
+            slot. Not with ``subconsumer`` or ``max_messages``.
+        max_slots: With ``partitions``, the most slots this consumer holds at
+            once: ``ceil(partitions / workers)`` spreads them over that many
+            processes. Defaults to all.
+        lease_ttl: With ``partitions``, seconds a slot stays leased without a
+            call (a stopped worker's slots are taken over after it). The
+            consumer polls at least every third of it. Defaults to 30.
+        worker_id: With ``partitions``, this worker's id in the leases, unique
+            per process. Defaults to ``host:pid:random``.
     """
 
     def __init__(
@@ -159,6 +178,10 @@ class Consumer(ConsumerSettings):
         max_abandoned: int = 10,
         max_settle_failures: int = 5,
         subscribe: bool = False,
+        partitions: int | None = None,
+        max_slots: int | None = None,
+        lease_ttl: float = 30,
+        worker_id: str | None = None,
     ) -> None:
         check_source(dsn)
         self.dsn = dsn
@@ -172,7 +195,8 @@ class Consumer(ConsumerSettings):
             rate_limit=rate_limit, max_batch_time=max_batch_time,
             shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
             max_abandoned=max_abandoned, max_settle_failures=max_settle_failures,
-            subscribe=subscribe,
+            subscribe=subscribe, partitions=partitions, max_slots=max_slots,
+            lease_ttl=lease_ttl, worker_id=worker_id,
         )  # fmt: skip
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         self._handlers: dict[str, HandlerSpec] = {}
@@ -183,6 +207,13 @@ class Consumer(ConsumerSettings):
         self._abandoned = 0
         self._settles = policy.SettleFailures(max_settle_failures)
         self._rate: RateLimiter | None = None
+        self._slots: SlotLeases | None = None
+        if partitions is not None:
+            worker = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+            self._slots = SlotLeases(
+                queue, name, partitions, max_slots=max_slots or partitions,
+                worker=worker, ttl=lease_ttl, log=self._log,
+            )  # fmt: skip
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
         #: How many times the consumer reconnected after a database error.
@@ -286,7 +317,9 @@ class Consumer(ConsumerSettings):
             PgqueError: A setup error, saying what to do (as :meth:`start`).
         """
         with setup_errors(conn, self.queue, self.name):
-            if self.subscribe and self.subconsumer is None:
+            if self.subscribe and self._slots is not None:
+                self._slots.subscribe(PgqueClient(conn))
+            elif self.subscribe and self.subconsumer is None:
                 conn.execute(query("subscribe"), (self.queue, self.name))
             elif self.subscribe:
                 params = (self.queue, self.name, self.subconsumer)
@@ -330,6 +363,8 @@ class Consumer(ConsumerSettings):
 
     def _poll_batch(self, conn: psycopg.Connection[Any]) -> int | None:
         client = PgqueClient(conn)
+        if self._slots is not None:
+            return self._poll_slots(conn, client, self._slots)
         if self.subconsumer is not None:
             # Taking a cooperative batch locks the group: in its own short
             # transaction, so other members are not held up while we work.
@@ -352,6 +387,31 @@ class Consumer(ConsumerSettings):
                 return None
             return self._process(conn, client, msgs)
 
+    def _poll_slots(
+        self, conn: psycopg.Connection[Any], client: PgqueClient, slots: SlotLeases
+    ) -> int | None:
+        """Claim free slots, then handle the first held slot with messages (each
+        receive renews that slot's lease; a slot taken over is dropped)."""
+        slots.claim(client)
+        for slot in slots.in_turn():
+            try:
+                with conn.transaction():
+                    msgs = self._traced_receive(functools.partial(slots.receive, client, slot))
+                    if msgs:
+                        slots.worked(slot)
+                        return self._process(conn, client, msgs, slots.ref(slot))
+            except PgqueFenced:
+                slots.lost(slot)
+        return None
+
+    @property
+    def wait_interval(self) -> float:
+        """The longest wait between polls: ``poll_interval``, and with ``partitions`` at
+        most a third of ``lease_ttl``, so that idle slots keep their leases."""
+        if self._slots is None:
+            return self.poll_interval
+        return min(self.poll_interval, self.lease_ttl / 3)
+
     def _traced_receive(self, receive: Callable[[], list[Message]]) -> list[Message]:
         """Run a receive call inside a ``receive`` span linked to the messages' traces."""
         tel = telemetry()
@@ -368,7 +428,11 @@ class Consumer(ConsumerSettings):
         return msgs
 
     def _process(
-        self, conn: psycopg.Connection[Any], client: PgqueClient, msgs: list[Message]
+        self,
+        conn: psycopg.Connection[Any],
+        client: PgqueClient,
+        msgs: list[Message],
+        slot: SlotRef | None = None,
     ) -> int:
         batch_id = msgs[0].batch_id
         tel = telemetry()
@@ -380,7 +444,8 @@ class Consumer(ConsumerSettings):
         if self._stop.is_set():
             self._batch_deadline.tighten(self.shutdown_timeout)
         settler = Settler(self.queue, self.name, retry_after=self.retry_after,
-                               retry_backoff=self.retry_backoff, log=self._log)  # fmt: skip
+                               retry_backoff=self.retry_backoff, log=self._log,
+                               slot=slot)  # fmt: skip
         count = 0
         try:
             while msgs:

@@ -271,6 +271,18 @@ CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("subconsumer_stats", ("q",), {"limit": 10}),
     ("partition_slots", ("q",), {"limit": 10}),
     ("write_privileges", (), {}),
+    # Partition slots: GROUP is the partitioned consumer here (one slot).
+    ("subscribe_slot", ("q", "GROUP", 0, 1), {}),
+    ("claim_slot", ("q", "GROUP", 0, "w"), {"ttl": 60}),
+    ("send", ("q", {"s": 1}), {"type": "slot"}),
+    ("force_next_tick", ("q",), {}),
+    ("ticker", ("q",), {}),
+    ("receive_partitioned", ("q", "GROUP", 0, 1, "w"), {"max_messages": 5}),
+    ("nack_partitioned", ("q", "GROUP", 0, 1, "w", "MESSAGE"), {"retry_after": 1, "reason": "r"}),
+    ("dead_letter_partitioned", ("q", "GROUP", 0, 1, "w", "MESSAGE"), {"reason": "d"}),
+    ("ack_partitioned", ("q", "GROUP", 0, 1, "w"), {}),
+    ("release_slot", ("q", "GROUP", 0, "w"), {}),
+    ("unsubscribe_slot", ("q", "GROUP", 0), {}),
 ]
 
 # Refused without pg_cron / pg_timetable in the test database (the SQL is sent all the same).
@@ -325,7 +337,7 @@ def test_clients_send_the_same_sql(db: str, conn: psycopg.Connection[Any]) -> No
         for name, args, kwargs in CLIENT_CALLS:
             filled = _fill(args, last, dead, "g_sync")
             result = _call(getattr(client, name), name, filled, kwargs)
-            if name == "receive":
+            if name in ("receive", "receive_partitioned"):
                 last = result
             elif name == "dlq_inspect":
                 dead = result
@@ -341,7 +353,7 @@ def test_clients_send_the_same_sql(db: str, conn: psycopg.Connection[Any]) -> No
             for name, args, kwargs in CLIENT_CALLS:
                 filled = _fill(args, last, dead, "g_async")
                 result = await _acall(getattr(client, name), name, filled, kwargs)
-                if name == "receive":
+                if name in ("receive", "receive_partitioned"):
                     last = result
                 elif name == "dlq_inspect":
                     dead = result

@@ -4580,6 +4580,33 @@ $$;
 comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
     'nack() for a message of the slot''s open batch; the caller must hold the slot''s lease.';
 
+create or replace function pgque.dead_letter_partitioned(
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
+    i_msg_id bigint, i_reason text default null)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
+    v_event pgque.event_template;
+begin
+    if v_batch_id is null then
+        raise exception 'slot % of consumer % on queue % has no open batch to dead-letter',
+            i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
+    end if;
+    -- As dead_letter_event: the event is re-read from the open batch.
+    select * into v_event from pgque._batch_events_by_id(v_batch_id, array[i_msg_id]);
+    if not found or i_msg_id is null then
+        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), v_batch_id
+            using detail = 'pgque:event_not_found';
+    end if;
+    return pgque._dead_letter(v_batch_id, v_event, coalesce(i_reason, 'dead-lettered by consumer'));
+end
+$$;
+comment on function pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text) is
+    'dead_letter_event() for a message of the slot''s open batch; the caller must hold the slot''s lease. Returns 1; the batch stays open for ack_partitioned().';
+
 -- file: functions/lifecycle.sql
 -- Lifecycle: the ticker loop, the scheduler jobs (pg_cron or pg_timetable),
 -- status() and uninstall().
@@ -7538,7 +7565,8 @@ grant execute on function
     pgque.release_slot(text, text, integer, text),
     pgque.receive_partitioned(text, text, integer, integer, text, integer),
     pgque.ack_partitioned(text, text, integer, integer, text),
-    pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text)
+    pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text),
+    pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text)
 to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.

@@ -118,6 +118,35 @@ select pgque.dead_letter_event(%s, %s, %s)
 -- name: nack_by_id
 select pgque.nack(%s, %s::bigint, %s::interval, %s)
 
+-- Partition slots (the client's slot calls; consumers with partitions=).
+
+-- name: subscribe_slot
+select pgque.subscribe_slot(%s, %s, %s, %s)
+
+-- name: unsubscribe_slot
+select pgque.unsubscribe_slot(%s, %s, %s)
+
+-- name: claim_slot
+select pgque.claim_slot(%s, %s, %s, %s, %s::interval)
+
+-- name: release_slot
+select pgque.release_slot(%s, %s, %s, %s)
+
+-- name: receive_partitioned
+select * from pgque.receive_partitioned(%s, %s, %s, %s, %s, %s)
+
+-- name: ack_partitioned
+select pgque.ack_partitioned(%s, %s, %s, %s, %s)
+
+-- nack_partitioned reads only the message's msg_id.
+-- name: nack_partitioned_by_id
+select pgque.nack_partitioned(%s, %s, %s, %s, %s,
+       row(%s::bigint, null, null, null, null, null, null, null, null, null)::pgque.message,
+       %s::interval, %s)
+
+-- name: dead_letter_partitioned
+select pgque.dead_letter_partitioned(%s, %s, %s, %s, %s, %s, %s)
+
 -- Producer (pgque.Producer / AsyncProducer): payloads are encoded on the
 -- client and go through the text overloads; batch arrays are bound in
 -- binary form (%b), which is much cheaper than array literals.

@@ -94,7 +94,8 @@ grant execute on function
     pgque.release_slot(text, text, integer, text),
     pgque.receive_partitioned(text, text, integer, integer, text, integer),
     pgque.ack_partitioned(text, text, integer, integer, text),
-    pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text)
+    pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text),
+    pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text)
 to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.
