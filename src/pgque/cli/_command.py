@@ -89,7 +89,6 @@ class PgqueGroup(click.Group):
             sys.exit(exc.exit_code)
         sys.exit(result if isinstance(result, int) else ExitCode.OK)
 
-
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the commands with their whole first sentence, wrapped, never cut with "..."."""
         rows = []
