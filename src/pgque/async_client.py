@@ -466,8 +466,9 @@ class AsyncPgqueClient:
     async def throughput(
         self, queue: str, period: timedelta | float, bucket: timedelta | float
     ) -> list[ThroughputBucket]:
-        """Events sent per bucket over the last ``period`` (oldest bucket first), from
-        ``pgque.throughput()``; periods and buckets are timedeltas or seconds."""
+        """Events per bucket over the last ``period``, oldest first, from
+        ``pgque.throughput()`` (only buckets holding ticks); periods and buckets are
+        timedeltas or seconds."""
         check_text(queue=queue)
         params = (queue, interval(period, "period"), interval(bucket, "bucket"))
         return [ThroughputBucket(*row) for row in await self._all(query("throughput"), params)]

@@ -170,9 +170,10 @@ class ThroughputBucket:
     """One row of ``pgque.throughput()``: events sent in one time bucket.
 
     Attributes:
-        bucket_start: Where the bucket starts (a multiple of the bucket size).
-        events: Events sent in it (an estimate from the ticks).
-        events_per_sec: The same per second of the bucket so far.
+        bucket_start: Where the bucket starts (a multiple of the bucket size
+            since the Unix epoch).
+        events: Events counted by its ticks (an estimate from the ticks).
+        events_per_sec: The same per second of the whole bucket.
     """
 
     bucket_start: datetime

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import collections
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 from pgque.async_client import AsyncPgqueClient
 from pgque.errors import PgqueError, PgqueInvalidArgument, PgqueQueueNotFound
 from pgque.health import HealthCheck
-from pgque.records import DeadLetter, DlqReplayResult, QueueStats
+from pgque.records import DeadLetter, DlqReplayResult, QueueStats, ThroughputBucket
 from pgque.web.formatting import jsonable
 from pgque.web.metrics import worst_status
 
@@ -53,6 +54,21 @@ def checked_limit(text: str | None, default: int, queue: str) -> int:
     return value
 
 
+async def _throughput(client: AsyncPgqueClient, queue: str) -> list[ThroughputBucket]:
+    """Every chart bucket of the last ``CHART_PERIOD``, oldest first, with 0 events where
+    ``pgque.throughput()`` has no row (it lists only buckets holding ticks)."""
+    rows = await client.throughput(queue, CHART_PERIOD, CHART_BUCKET)
+    size = CHART_BUCKET.total_seconds()
+    by_start = {int(b.bucket_start.timestamp()): b for b in rows}
+    now = int(datetime.now(timezone.utc).timestamp())
+    last = max([now // int(size) * int(size), *by_start])
+    count = int(CHART_PERIOD / CHART_BUCKET)
+    starts = [last - int(size) * i for i in reversed(range(count + 1))]
+    empty = [ThroughputBucket(datetime.fromtimestamp(t, timezone.utc), 0, Decimal(0))
+             for t in starts]  # fmt: skip
+    return [by_start.get(int(b.bucket_start.timestamp()), b) for b in empty]
+
+
 def _checks_by_queue(checks: list[HealthCheck]) -> dict[str | None, list[HealthCheck]]:
     by_queue: dict[str | None, list[HealthCheck]] = collections.defaultdict(list)
     for check in checks:
@@ -87,8 +103,7 @@ async def overview(client: AsyncPgqueClient) -> dict[str, Any]:
     queues = []
     for stats in await client.queue_stats():
         row = _queue_row(stats, by_queue.get(stats.queue_name, []))
-        buckets = await client.throughput(stats.queue_name, CHART_PERIOD, CHART_BUCKET)
-        row["throughput"] = [b.events for b in buckets]
+        row["throughput"] = [b.events for b in await _throughput(client, stats.queue_name)]
         queues.append(row)
     system = [asdict(c) for c in by_queue.get("system", [])]
     return {
@@ -124,8 +139,7 @@ async def queue_detail(client: AsyncPgqueClient, queue: str) -> dict[str, Any]:
         "consumers": consumers,
         "subconsumers": [asdict(m) for m in await client.subconsumer_stats(queue)],
         "partition_slots": [asdict(s) for s in await client.partition_slots(queue)],
-        "throughput": [asdict(b) for b in
-                       await client.throughput(queue, CHART_PERIOD, CHART_BUCKET)],
+        "throughput": [asdict(b) for b in await _throughput(client, queue)],
         "error_rate": [asdict(b) for b in
                        await client.error_rate(queue, CHART_PERIOD, CHART_BUCKET)],
         "checks": [asdict(c) for c in checks],
