@@ -192,7 +192,8 @@ def test_drain_bar_is_full_only_when_nothing_is_left() -> None:
     ]
     for total, left, shown in cases:
         task_id = progress.add_task("drain", total=total, completed=total - left, depth=left)
-        assert bar.render(progress._tasks[task_id]).plain == shown
+        [task] = [t for t in progress.tasks if t.id == task_id]
+        assert bar.render(task).plain == shown
 
 
 def test_demo_headline_once_on_a_terminal(db: str) -> None:
