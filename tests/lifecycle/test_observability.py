@@ -633,7 +633,7 @@ def test_system_rows_without_a_scheduler_judge_by_evidence(conn: Conn, connect: 
     conn.execute("update pgque.event_1_0 set ev_time = ev_time - interval '10 minutes'")
     assert health(conn)["system", "pg_cron_ticker"] == (
         "warning",
-        "no ticker job is scheduled, no session holds the ticker lock, and 1 queues are late:"
+        "no ticker job is scheduled, no session holds the ticker lock, and 1 queue is late:"
         " run pgque.start() or pgque.start_timetable(), run a pgque ticker,"
         " or call pgque.ticker() yourself",
     )

@@ -5493,9 +5493,10 @@ begin
         elsif i_late_queues > 0 then
             o_status := 'warning';
             o_detail := pg_catalog.format(
-                'no ticker job is scheduled, no session holds the ticker lock, and %s queues'
-                || ' are late: run pgque.start() or pgque.start_timetable(), run a pgque'
-                || ' ticker, or call pgque.ticker() yourself', i_late_queues);
+                'no ticker job is scheduled, no session holds the ticker lock, and %s %s'
+                || ' late: run pgque.start() or pgque.start_timetable(), run a pgque'
+                || ' ticker, or call pgque.ticker() yourself', i_late_queues,
+                case when i_late_queues = 1 then 'queue is' else 'queues are' end);
         else
             o_status := 'ok';
             o_detail := 'no scheduled ticker job and no session holds the ticker lock;'
