@@ -3569,26 +3569,36 @@ $$;
 comment on function pgque.nack(bigint, bigint, interval, text) is
     'nack() by message id, for clients that kept only ids.';
 
-create or replace function pgque.dead_letter_event(i_batch_id bigint, i_msg_id bigint, i_reason text)
+-- Internal: dead-letters message i_msg_id of open batch i_batch_id, re-read
+-- from the batch (as nack, never taken from the caller).
+create or replace function pgque._dead_letter_msg(i_batch_id bigint, i_msg_id bigint, i_reason text)
 returns integer
 language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_event pgque.event_template;
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.nack_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = i_batch_id;
-    if not found then
-        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
-    end if;
-    -- As nack: the event is re-read from the open batch, never taken from the caller.
     select * into v_event from pgque._batch_events_by_id(i_batch_id, array[i_msg_id]);
     if not found or i_msg_id is null then
         raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), i_batch_id
             using detail = 'pgque:event_not_found';
     end if;
     return pgque._dead_letter(i_batch_id, v_event, coalesce(i_reason, 'dead-lettered by consumer'));
+end
+$$;
+
+create or replace function pgque.dead_letter_event(i_batch_id bigint, i_msg_id bigint, i_reason text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()');
+    perform 1 from pgque.subscription where sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
+    end if;
+    return pgque._dead_letter_msg(i_batch_id, i_msg_id, i_reason);
 end
 $$;
 comment on function pgque.dead_letter_event(bigint, bigint, text) is
@@ -4589,19 +4599,12 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
-    v_event pgque.event_template;
 begin
     if v_batch_id is null then
         raise exception 'slot % of consumer % on queue % has no open batch to dead-letter',
             i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
     end if;
-    -- As dead_letter_event: the event is re-read from the open batch.
-    select * into v_event from pgque._batch_events_by_id(v_batch_id, array[i_msg_id]);
-    if not found or i_msg_id is null then
-        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), v_batch_id
-            using detail = 'pgque:event_not_found';
-    end if;
-    return pgque._dead_letter(v_batch_id, v_event, coalesce(i_reason, 'dead-lettered by consumer'));
+    return pgque._dead_letter_msg(v_batch_id, i_msg_id, i_reason);
 end
 $$;
 comment on function pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text) is

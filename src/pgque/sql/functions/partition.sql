@@ -354,19 +354,12 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
-    v_event pgque.event_template;
 begin
     if v_batch_id is null then
         raise exception 'slot % of consumer % on queue % has no open batch to dead-letter',
             i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
     end if;
-    -- As dead_letter_event: the event is re-read from the open batch.
-    select * into v_event from pgque._batch_events_by_id(v_batch_id, array[i_msg_id]);
-    if not found or i_msg_id is null then
-        raise exception 'msg_id % not found in batch %', coalesce(i_msg_id::text, '<NULL>'), v_batch_id
-            using detail = 'pgque:event_not_found';
-    end if;
-    return pgque._dead_letter(v_batch_id, v_event, coalesce(i_reason, 'dead-lettered by consumer'));
+    return pgque._dead_letter_msg(v_batch_id, i_msg_id, i_reason);
 end
 $$;
 comment on function pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text) is
