@@ -7,6 +7,7 @@ maintenance round. Nothing here sleeps.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -52,7 +53,8 @@ def story_queue(conn: Conn, name: str, **options: Any) -> None:
         (name,),
     ).fetchone()
     assert row is not None
-    assert all(v.total_seconds() == 0 for v in row), f"queue {name} settings not applied: {row}"
+    smallest = dt.timedelta(microseconds=1)
+    assert all(v == smallest for v in row), f"queue {name} settings not applied: {row}"
 
 
 def subscribe(conn: Conn, queue: str, *consumers: str) -> None:
