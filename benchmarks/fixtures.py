@@ -30,7 +30,7 @@ def eager_queue(conn: Conn, schema: str, queue: str) -> None:
     """Create ``queue`` in ``schema`` (pgque or pgq) ticking on every ticker call."""
     conn.execute(f"select {schema}.create_queue(%s)", (queue,))
     for param in ("ticker_max_lag", "ticker_idle_period"):
-        conn.execute(f"select {schema}.set_queue_config(%s, %s, '0')", (queue, param))
+        conn.execute(f"select {schema}.set_queue_config(%s, %s, '1 microsecond')", (queue, param))
 
 
 def preload(

@@ -9,7 +9,7 @@ database on PostgreSQL 15 (``synchronous_commit`` off there). Targets:
   :class:`pgque.Consumer` with its in-process Ticker (``ticker="auto"``), no
   pg_cron;
 * ``pgq-100ms``: PgQ 3.5, a ticker calling ``pgq.ticker(queue)`` every 100 ms
-  (``ticker_max_lag`` 0) and a consumer polling ``next_batch`` every 10 ms;
+  (``ticker_max_lag`` 1 µs) and a consumer polling ``next_batch`` every 10 ms;
 * ``pgqueuer (LISTEN/NOTIFY)``: a pgqueuer ``QueueManager`` with default
   settings, woken by its NOTIFY trigger;
 * ``procrastinate (LISTEN/NOTIFY)``: procrastinate's worker, ``listen_notify``
@@ -397,7 +397,7 @@ def latency(ctx: Context) -> None:
     notes = {
         PGQUE: f"create_queue defaults; Consumer(poll_interval=1) with its in-process Ticker"
         f" (ticker='auto', no pg_cron), one @consumer.on handler; {runs}",
-        PGQ: f"PgQ 3.5: pgq.ticker(queue) every 100 ms (ticker_max_lag 0), next_batch polled"
+        PGQ: f"PgQ 3.5: pgq.ticker(queue) every 100 ms (ticker_max_lag 1 µs), next_batch polled"
         f" every 10 ms; {runs}",
         PGQUEUER: f"QueueManager over asyncpg, run() defaults (batch_size 10, LISTEN/NOTIFY"
         f" wakeups); SyncQueries.enqueue per job; {runs}",
