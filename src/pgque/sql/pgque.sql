@@ -4442,8 +4442,12 @@ begin
       from pgque.queue q join pgque.partition_consumer pc on pc.queue_id = q.queue_id
      where q.queue_name = i_queue and pc.co_name = i_consumer;
     if not found then
+        -- The text upstream gives either way; the code tells a missing queue.
+        perform 1 from pgque.queue where queue_name = i_queue;
         raise exception 'consumer % on queue % is not a partitioned consumer; call pgque.subscribe_slot() first',
-            i_consumer, i_queue using detail = 'pgque:consumer_not_found';
+            i_consumer, i_queue
+            using detail = case when found then 'pgque:consumer_not_found'
+                                else 'pgque:queue_not_found' end;
     end if;
     if i_slot is null or i_slot < 0 or i_slot >= v_n then
         raise exception 'slot % of consumer % on queue % is out of range 0..%',
