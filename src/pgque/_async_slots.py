@@ -4,7 +4,10 @@ A worker (one consumer in one process) holds up to ``max_slots`` of the
 consumer's N slots by lease. It claims free slots, starting at a slot that
 depends on its worker id so that workers spread out; ``claim_slot`` returning
 None means another worker holds that slot, and the worker tries the next
-one. Working a slot renews its lease (every ``receive_partitioned`` and
+one. Only slots that ``partition_slot_status`` shows without a live owner
+are claimed: ``claim_slot`` locks the slot's row, which the holder keeps
+locked while its batch is open, so claiming a busy slot would wait for that
+batch. Working a slot renews its lease (every ``receive_partitioned`` and
 ``ack_partitioned`` does); a slot whose call raises ``PgqueFenced`` was taken
 over by another worker and is dropped. Workers holding fewer slots than
 ``max_slots`` look for free ones again every third of the lease's TTL, so
@@ -23,6 +26,9 @@ from pgque.async_client import AsyncPgqueClient
 from pgque.message import Message
 
 __all__ = ["AsyncSlotLeases", "SlotRef"]
+
+#: The most ``partition_slot_status`` rows read per claim round.
+_STATUS_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,17 @@ class AsyncSlotLeases:
         if self.held and now - self._last_claim < self.ttl / 3:
             return
         self._last_claim = now
-        for i in range(self.n):
-            slot = (self._first + i) % self.n
-            if slot in self.held:
+        # Slots this worker owns already come first (it restarted with the same
+        # id: same epoch). Slots with another live owner are skipped: claiming
+        # them would wait for that owner's open batch. Slots not subscribed are
+        # tried, so that claim_slot says what to do.
+        rows = [r for r in await client.partition_slots(self.queue, _STATUS_ROWS)
+                if r.consumer == self.consumer]  # fmt: skip
+        own = [r.slot for r in rows if r.lease_owner == self.worker]
+        busy = {r.slot for r in rows if r.lease_owner not in (None, self.worker)}
+        order = own + [(self._first + i) % self.n for i in range(self.n)]
+        for slot in dict.fromkeys(order):
+            if slot in self.held or slot in busy:
                 continue
             epoch = await client.claim_slot(self.queue, self.consumer, slot, self.worker, self.ttl)
             if epoch is None:

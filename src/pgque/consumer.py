@@ -208,12 +208,7 @@ class Consumer(ConsumerSettings):
         self._settles = policy.SettleFailures(max_settle_failures)
         self._rate: RateLimiter | None = None
         self._slots: SlotLeases | None = None
-        if partitions is not None:
-            worker = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-            self._slots = SlotLeases(
-                queue, name, partitions, max_slots=max_slots or partitions,
-                worker=worker, ttl=lease_ttl, log=self._log,
-            )  # fmt: skip
+        self._worker = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
         #: How many times the consumer reconnected after a database error.
@@ -287,12 +282,21 @@ class Consumer(ConsumerSettings):
         return self._stop.is_set()
 
     def reset(self) -> None:
-        """Forget an earlier :meth:`stop` and the count of failed settles (:meth:`start`
-        does this), to drive the consumer again with :meth:`poll`."""
+        """Forget an earlier :meth:`stop`, the count of failed settles and the partition
+        slots held (the next poll claims them again, with the same worker id);
+        :meth:`start` does this. Call it to drive the consumer again with :meth:`poll`,
+        or after changing ``partitions`` and its options."""
         self._stop.clear()
         self._hard_stop.clear()
         self._settles = policy.SettleFailures(self.max_settle_failures)
         self._rate = RateLimiter(self.rate_limit) if self.rate_limit is not None else None
+        self._slots = None
+        if self.partitions is not None:
+            self._slots = SlotLeases(
+                self.queue, self.name, self.partitions,
+                max_slots=self.max_slots or self.partitions,
+                worker=self.worker_id or self._worker, ttl=self.lease_ttl, log=self._log,
+            )  # fmt: skip
 
     def start(self) -> None:
         """Consume until :meth:`stop` (or SIGTERM/SIGINT on the main thread).
@@ -391,7 +395,9 @@ class Consumer(ConsumerSettings):
         self, conn: psycopg.Connection[Any], client: PgqueClient, slots: SlotLeases
     ) -> int | None:
         """Claim free slots, then handle the first held slot with messages (each
-        receive renews that slot's lease; a slot taken over is dropped)."""
+        receive renews that slot's lease; a slot taken over is dropped). The
+        lease row stays locked until the batch commits, so no other worker can
+        take the slot over in the middle of a batch."""
         slots.claim(client)
         for slot in slots.in_turn():
             try:

@@ -154,6 +154,41 @@ def test_a_worker_fenced_off_a_slot_moves_to_a_free_one(
     assert sorted(p for ps in seen.by_key.values() for p in ps) == share
 
 
+def test_a_worker_does_not_wait_for_a_slot_busy_with_another_workers_batch(
+    kind: str, db: str, conn: Conn, start: Any
+) -> None:
+    slotted_queue(conn, 2)
+    keys = {one(conn, "select pgque._partition_slot(%s, 2)", f"key-{i}"): f"key-{i}"
+            for i in range(10)}  # fmt: skip
+    assert set(keys) == {0, 1}
+    one(conn, "select pgque.send('q', 't', '1', %s)", keys[0])
+    force_tick(conn)
+    entered, proceed = threading.Event(), threading.Event()
+
+    def slow(msg: pgque.Message) -> None:
+        entered.set()
+        assert proceed.wait(20)
+
+    first = make(kind, db, name="w", partitions=2, max_slots=1, worker_id="A",
+                 poll_interval=0.1)  # fmt: skip
+    handle(first, slow)
+    conn.execute("select pgque.claim_slot('q', 'w', 0, 'A')")  # A works slot 0
+    start(first)
+    assert entered.wait(10)
+    # A's batch holds slot 0's row lock. B claims slot 1 and works it meanwhile.
+    one(conn, "select pgque.send('q', 't', '2', %s)", keys[1])
+    force_tick(conn)
+    seen = Seen()
+    second = make(kind, db, name="w", partitions=2, worker_id="B", poll_interval=0.1)
+    handle(second, seen.handler("B"))
+    start(second)
+    try:
+        wait_for(lambda: seen.count() == 1, what="B handles slot 1 while A's batch is open")
+    finally:
+        proceed.set()
+    assert dict(seen.by_key) == {keys[1]: [2]}
+
+
 def test_nack_and_dead_letter_go_through_the_slot(
     kind: str, db: str, conn: Conn, start: Any
 ) -> None:
