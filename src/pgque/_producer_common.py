@@ -9,7 +9,6 @@ call sends (a named block of ``queries.sql``).
 from __future__ import annotations
 
 import itertools
-import json
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from psycopg_pool import PoolTimeout
 from pgque._queries import LiteralString, query
 from pgque._text import nul_error
 from pgque.errors import PgqueConnectionError, PgqueInvalidArgument, PgqueOperationRefused
-from pgque.serializers import JSON, Serializer
+from pgque.serializers import JSON, Serializer, dumps
 
 __all__ = [
     "POOL_DEFAULTS",
@@ -87,21 +86,13 @@ def check_extras(extras: object, what: str = "extras") -> Extras:
     return (extras[0], extras[1], extras[2], extras[3])
 
 
-_JSON_ENCODER = json.JSONEncoder(allow_nan=False)
-"""``json.dumps(payload, allow_nan=False)``, without building an encoder per call."""
-
-
-def _dumps(payload: Any) -> str:
-    return _JSON_ENCODER.encode(payload)
-
-
 def _encode_json(payload: Any) -> str:
     """The producer's JSON encoding: the JSON serializer's, minus NaN and infinities."""
     if isinstance(payload, str):
         return payload
     if isinstance(payload, (bytes, bytearray, memoryview)):
         JSON.encode(payload)  # raises its TypeError
-    return _dumps(payload)
+    return dumps(payload)
 
 
 def encoder(serializer: Serializer) -> Callable[[Any], str]:

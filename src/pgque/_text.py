@@ -14,7 +14,9 @@ always do; other payloads keep going through ``jsonb`` and are stored canonicall
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -100,18 +102,23 @@ def send_statement(
 
 
 def send_batch_statement(
-    serializer: Serializer, queue: str, type: str, texts: list[str]
+    serializer: Serializer, queue: str, type: str, texts: list[str], *, binary: bool = True
 ) -> tuple[LiteralString, tuple[Any, ...]]:
-    """The statement and parameters of a client send_batch of the encoded ``texts``."""
+    """The statement and parameters of a client send_batch of the encoded ``texts``:
+    the array bound in binary (a text-format array of JSON costs more to escape and
+    parse than the insert) unless the connection binds on the client (``binary``
+    False)."""
     check_text(queue=queue, type=type)
-    for i, text in enumerate(texts):
-        if "\x00" in text:
-            raise nul_error(f"payloads[{i}]", text, payload=True)
+    if any(map(operator.contains, texts, itertools.repeat("\x00"))):
+        i = next(i for i, t in enumerate(texts) if "\x00" in t)
+        raise nul_error(f"payloads[{i}]", texts[i], payload=True)
     if serializer.sql_type == "text":
-        return query("send_batch_text"), (queue, type, texts)
-    if any(json_nul(t) for t in texts):
-        return query("send_batch_json_text"), (queue, type, texts)
-    return query("send_batch"), (queue, type, texts)
+        name = "send_batch_text_binary" if binary else "send_batch_text"
+    elif any(json_nul(t) for t in texts):
+        name = "send_batch_json_text_binary" if binary else "send_batch_json_text"
+    else:
+        name = "send_batch_binary" if binary else "send_batch"
+    return query(name), (queue, type, texts)
 
 
 def _not_json(text: str) -> bool:

@@ -140,10 +140,17 @@ class AsyncPgqueClient:
         """Send many messages of one type in one statement; returns their ids in input order.
 
         Payloads are encoded and stored as by :meth:`send`; if one of them
-        holds a ``\\u0000`` escape, the whole batch is stored as encoded.
+        holds a ``\\u0000`` escape, the whole batch is stored as encoded. The
+        array goes to the server in binary (in text when the connection's
+        cursors bind on the client), still through the ``jsonb[]`` overload.
         """
         texts = [self.serializer.encode(p) for p in payloads]
-        statement, params = send_batch_statement(self.serializer, queue, type, texts)
+        binary = not issubclass(
+            self.conn.cursor_factory, (psycopg.ClientCursor, psycopg.AsyncClientCursor)
+        )
+        statement, params = send_batch_statement(
+            self.serializer, queue, type, texts, binary=binary
+        )
         try:
             return list(await self._one(statement, params))
         except PgqueError as error:

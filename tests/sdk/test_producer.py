@@ -72,10 +72,10 @@ def test_send_batch_types_and_extras(
         " from pgque.event_template order by ev_id",
     )
     assert got == [
-        (ids[0], "t", '{"i": 0}', None, None, None, None),
-        (ids[1], "u", '{"i": 1}', "a", None, None, None),
-        (ids[2], "t", '{"i": 2}', None, "b", "c", "d"),
-        (ids[3], "v", '{"i": 3}', None, None, None, None),
+        (ids[0], "t", '{"i":0}', None, None, None, None),
+        (ids[1], "u", '{"i":1}', "a", None, None, None),
+        (ids[2], "t", '{"i":2}', None, "b", "c", "d"),
+        (ids[3], "v", '{"i":3}', None, None, None, None),
     ]
     assert producer.send_batch("q", []) == []
     assert producer.send_batch("q", iter([1, 2]), type="gen") == [ids[-1] + 1, ids[-1] + 2]
@@ -212,8 +212,8 @@ def test_send_at(producer: pgque.Producer, conn: psycopg.Connection[Any], queue:
         "select de_id, de_type, de_data, de_deliver_at - now() from pgque.delayed_events"
         " order by de_id",
     )
-    assert [g[:3] for g in got] == [(later, "late", '{"at": 1}'), (delayed, "default",
-                                    '{"delay": 1}')]  # fmt: skip
+    assert [g[:3] for g in got] == [(later, "late", '{"at":1}'), (delayed, "default",
+                                    '{"delay":1}')]  # fmt: skip
     assert timedelta(hours=1, minutes=59) < got[0][3] <= timedelta(hours=2)
     assert timedelta(minutes=29) < got[1][3] <= timedelta(minutes=30)
 

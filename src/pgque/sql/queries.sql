@@ -28,6 +28,19 @@ select pgque.send_batch(%s, %s, %s::jsonb[])
 -- name: send_batch_text
 select pgque.send_batch(%s, %s, %s::text[])
 
+-- The client's batches with the array bound in binary (the text forms above and
+-- below are for connections binding on the client); the jsonb[] overload still
+-- validates and canonicalises every payload.
+
+-- name: send_batch_binary
+select pgque.send_batch(%s, %s, %b::text[]::jsonb[])
+
+-- name: send_batch_text_binary
+select pgque.send_batch(%s, %s, %b::text[])
+
+-- name: send_batch_json_text_binary
+select pgque.send_batch(%s, %s, %b::text[]::json[]::text[])
+
 -- name: send_json_text_extras
 select pgque.send(%s, %s, %s::json::text, %s, %s, %s, %s)
 

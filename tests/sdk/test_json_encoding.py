@@ -1,0 +1,130 @@
+"""Payload encoding (orjson when installed, the standard library otherwise: the same
+text) and the clients' send_batch with its array bound in binary."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import math
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pgque
+from _engine import make_queue, rows
+from pgque import serializers
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+def test_orjson_is_installed_by_the_test_extra() -> None:
+    assert serializers.fast_json(), "orjson is missing: pip install -e '.[test]'"
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES)
+def test_orjson_and_the_standard_library_write_the_same_text(value: Any) -> None:
+    text = serializers.dumps(value)
+    assert text == serializers._STDLIB.encode(value)
+    assert json.loads(text) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1e-05, 5e-05, 1e-07, -2.5e-09, 1e16, 1e-300, 0.0001, [None, 1e-05], {"k": None}],
+    ids=repr,
+)
+def test_texts_where_orjson_would_differ(value: Any) -> None:
+    # orjson writes 0.00005 and 1e-7 where the standard library writes 5e-05 and 1e-07.
+    assert serializers.dumps(value) == serializers._STDLIB.encode(value)
+    assert " " not in serializers.dumps(value)
+
+
+def test_compact_unicode_uuid_and_enum() -> None:
+    u = uuid.UUID(int=7)
+    assert serializers.dumps({"a": [1, "é"], "u": u, "c": Colour.RED}) == (
+        f'{{"a":[1,"é"],"u":"{u}","c":"red"}}'
+    )
+    assert serializers.dumps({1: 2, None: 3}) == '{"1":2,"null":3}'  # orjson refuses
+    assert serializers.dumps(2**70) == str(2**70)  # beyond orjson's 64 bits
+
+
+@pytest.mark.parametrize("bad", [math.nan, [math.inf], {"x": -math.inf}], ids=repr)
+def test_nan_and_infinity_are_refused_not_written_as_null(bad: Any) -> None:
+    with pytest.raises(ValueError):
+        serializers.dumps(bad)
+    with pytest.raises(ValueError):
+        serializers.JSON.encode(bad)
+
+
+@pytest.mark.parametrize("bad", [{1, 2}, object(), b"x"], ids=repr)
+def test_what_json_cannot_hold_is_a_type_error(bad: Any) -> None:
+    with pytest.raises(TypeError):
+        serializers.JSON.encode(bad)
+
+
+def test_producer_batch_stores_the_compact_text(pgque_producer: pgque.Producer, conn: Any) -> None:
+    make_queue(conn, "enc")
+    payloads = [{"i": i, "f": 1e-05, "none": None, "s": "é"} for i in range(3)]
+    pgque_producer.send_batch("enc", payloads)
+    got = [r[0] for r in rows(conn, "select ev_data from pgque.event_template order by ev_id")]
+    assert got == [serializers._STDLIB.encode(p) for p in payloads]
+    assert got[0] == '{"i":0,"f":1e-05,"none":null,"s":"é"}'
+
+
+@pytest.mark.parametrize("cursor", ["server", "client"])
+def test_client_send_batch_binary_keeps_the_jsonb_contract(
+    db: str, conn: psycopg.Connection[Any], cursor: str
+) -> None:
+    make_queue(conn, "b")
+    factory = psycopg.ClientCursor if cursor == "client" else psycopg.Cursor
+    with psycopg.connect(db, autocommit=True, cursor_factory=factory) as raw:
+        client = pgque.PgqueClient(raw)
+        ids = client.send_batch("b", "t", [{"z": 1, "a": [1, 2]}, '{"b":2,"a":1}', None] * 400)
+        assert len(ids) == 1200 and ids == sorted(ids)
+        stored = rows(conn, "select ev_data from pgque.event_template order by ev_id limit 3")
+        # the jsonb[] overload: canonical text (key order, spaces), JSON null kept
+        assert [s[0] for s in stored] == ['{"a": [1, 2], "z": 1}', '{"a": 1, "b": 2}', "null"]
+        with pytest.raises(pgque.PgqueInvalidArgument, match=r"payloads\[2\] is not valid JSON"):
+            client.send_batch("b", "t", ['{"ok":1}', "[1]", "{not json"])
+        nul = client.send_batch("b", "t", ['{"a":"\\u0000"}', {"b": 1}])
+        assert len(nul) == 2
+    assert rows(conn, "select count(*) from pgque.event_template")[0][0] == 1202
+    held = rows(conn, "select ev_data from pgque.event_template where ev_id = %s", nul[0])
+    assert held[0][0] == '{"a":"\\u0000"}'  # jsonb cannot hold it: stored as sent
+
+
+def test_async_client_send_batch_binary(db: str, conn: psycopg.Connection[Any]) -> None:
+    make_queue(conn, "ab")
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(db, autocommit=True) as raw:
+            client = pgque.AsyncPgqueClient(raw)
+            ids = await client.send_batch("ab", "t", [{"y": 2, "x": 1}] * 10)
+            assert len(ids) == 10
+            with pytest.raises(pgque.PgqueInvalidArgument, match=r"payloads\[1\]"):
+                await client.send_batch("ab", "t", ["1", "nope"])
+
+    asyncio.run(main())
+    assert rows(conn, "select distinct ev_data from pgque.event_template") == [
+        ('{"x": 1, "y": 2}',)
+    ]
