@@ -25,7 +25,7 @@ def _no_java_env(tmp_path: Path) -> dict[str, str]:
     command of the system's PATH but ``java`` (``/bin`` may be ``/usr/bin``)."""
     bin_dir = tmp_path / "bin-without-java"
     bin_dir.mkdir()
-    for directory in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/bin"]:
+    for directory in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin", "/bin"]:
         if not os.path.isdir(directory) or Path(directory) == Path(sys.executable).parent:
             continue
         for entry in os.scandir(directory):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from spark_helpers import queue_events
 
 from _engine import consume, make_queue, one, rows, tick
+from _wait import wait_for
 
 Conn = psycopg.Connection[Any]
 
@@ -261,6 +263,45 @@ def test_publish_of_a_recorded_streaming_batch_is_a_no_op(conn: Conn, q: str) ->
     assert rows(conn, "select query_id, batch_id, events from pgque.spark_commits") == [
         ("query-1", 0, 1)
     ]
+
+
+def test_a_write_ends_after_its_running_stagers(conn: Conn, connect: Any, q: str) -> None:
+    # A failed task's writer still staging (Spark handed it a cut-off input) while
+    # the driver aborts: the abort waits for it, then drops its rows too.
+    task = connect(autocommit=False)
+    assert stage(task, "w", "failed-attempt", ["late"]) == 1
+    dropped: list[int] = []
+    abort = threading.Thread(
+        target=lambda: dropped.append(one(connect(), "select pgque.spark_discard('w')"))
+    )
+    abort.start()
+    wait_for(
+        lambda: one(
+            conn, "select count(*) from pg_locks where locktype = 'advisory' and not granted"
+        ),
+        what="the abort waiting for the running stager",
+    )
+    assert dropped == []
+    task.commit()
+    abort.join(30)
+    assert dropped == [1]
+    assert one(conn, "select count(*) from pgque.spark_staging") == 0
+    # A task that starts staging after the abort is refused; so is a publish.
+    with pytest.raises(psycopg.errors.RaiseException, match="write w is over"):
+        stage(conn, "w", "started-late", ["x"])
+    with pytest.raises(psycopg.errors.RaiseException, match="write w is over already"):
+        conn.execute("select pgque.spark_publish('q', 'w', array[]::text[], array[]::bigint[])")
+    # A published batch write is over too; a streaming write stays open for its replays.
+    stage(conn, "w2", "s", ["a"])
+    assert one(conn, "select pgque.spark_publish('q', 'w2', array['s'], array[1]::bigint[])") == 1
+    with pytest.raises(psycopg.errors.RaiseException, match="write w2 is over"):
+        stage(conn, "w2", "speculative-loser", ["a"])
+    assert one(conn, "select pgque.spark_discard('query-1:3')") == 0
+    assert stage(conn, "query-1:3", "replayed", ["b"]) == 1
+    assert [e[1] for e in queue_events(conn, q)] == ["a"]
+    # spark_cleanup forgets ended batch writes after the interval.
+    one(conn, "select pgque.spark_cleanup(interval '0')")
+    assert one(conn, "select count(*) from pgque.spark_commits where batch_id = -1") == 0
 
 
 def test_stage_refuses_null_payloads_and_ragged_arrays(conn: Conn, q: str) -> None:

@@ -220,6 +220,9 @@ class _Stager:
         cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
         size = 0
         with connect(self.opts.dsn, autocommit=False) as conn:
+            # Zero rows first: takes the write's lock (its publish or abort waits for this
+            # task's transaction) and fails at once when the write is over already.
+            self._flush(conn, cols)
             for batch in batches:
                 if batch.num_rows == 0:
                     continue

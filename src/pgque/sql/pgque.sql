@@ -270,6 +270,9 @@ create table if not exists pgque.spark_commits (
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 
+-- The ticker's wakeup: 0 while a ticker waits for producers (functions/wakeup.sql).
+create sequence if not exists pgque.ticker_wake_seq minvalue 0 start with 1;
+
 -- Installation-wide settings; exactly one row.
 create table if not exists pgque.config (
     singleton       boolean primary key default true check (singleton),
@@ -686,7 +689,7 @@ begin
 
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
-    perform pgque._rebuild_insert_router();
+    perform pgque._update_router(v_id);
     perform pgque.log_event('info', 'queue', 'created', pg_catalog.jsonb_build_object('queue', i_queue_name));
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
@@ -808,7 +811,7 @@ begin
     execute pg_catalog.format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
                    pgque._queue_relation(q, 'tick_seq'));
     delete from pgque.queue where queue_id = q.queue_id;
-    perform pgque._rebuild_insert_router();
+    perform pgque._update_router(q.queue_id);
     perform pgque.log_event('info', 'queue', 'dropped',
                             pg_catalog.jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
     return 1;
@@ -928,185 +931,397 @@ $$;
 comment on function pgque.set_queue_config(text, text, text) is
     'Sets one queue parameter (name without the queue_ prefix). NULL restores the default.';
 
+-- file: functions/wakeup.sql
+-- Wakeups: producers wake a waiting ticker at commit, one NOTIFY per wait.
+--
+-- A ticker with nothing to do arms the wakeup (_ticker_arm_wake: the
+-- sequence pgque.ticker_wake_seq set to 0) and waits on channel
+-- pgque_ticker_wake. Every insert path calls _wake after its routed insert:
+-- while the sequence reads 0, the first caller to draw 1 from it queues a
+-- NOTIFY, delivered when its transaction commits; every other caller, and
+-- every caller while the ticker is busy, only reads the sequence. A burst
+-- therefore costs one notification, and a ticker that polls nothing costs
+-- the producers one sequence read per event. nextval is atomic across
+-- sessions and not rolled back, so exactly one caller per arming draws 1.
+-- If that caller's transaction rolls back, no NOTIFY is sent: the ticker's
+-- slow safety poll finds the other events.
+
+-- Internal: the producers' half, after every routed insert (one read of
+-- the sequence; a nextval and a NOTIFY once per arming).
+create or replace function pgque._wake(i_queue_id integer)
+returns void
+language plpgsql
+as $$
+begin
+    -- Simple expressions: PL/pgSQL evaluates them without the executor.
+    if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) = 0
+       and pg_catalog.nextval('pgque.ticker_wake_seq'::regclass) = 1 then
+        -- A wakeup only: the payload is empty, since any role that can
+        -- connect may LISTEN (docs/operations.md, "Security model").
+        perform pg_catalog.pg_notify('pgque_ticker_wake', '');
+    end if;
+end
+$$;
+
+-- Internal: the ticker's half. Arms the wakeup, then reads every queue's
+-- event sequence, in that order: an event the ticker does not see here
+-- draws its number after the arming, so it (or an event of the same
+-- arming) notifies at commit. A sequence never drawn from reads 0 (PgQ's
+-- gauge reads 1 both before and after a queue's first event).
+create or replace function pgque._ticker_arm_wake()
+returns table (queue_name text, event_seq bigint)
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
+    return query
+        select q.queue_name,
+               coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
+          from pgque.queue q
+         where not q.queue_ticker_paused and not q.queue_external_ticker;
+end
+$$;
+
 -- file: functions/insert_router.sql
 -- The insert routers: static INSERT statements for every queue's event tables.
 --
 -- Which table an event goes to depends on the queue and its current table,
 -- so a single insert would need dynamic SQL, planned again on every call
 -- (the PgQ C extension caches one plan per queue instead). pgque generates
--- _insert_routed() (one event) and _insert_batch_routed() (send_batch's
--- arrays): a binary search over queue ids down to one static INSERT per
--- event table, whose plans PL/pgSQL caches per session. create_queue and
--- drop_queue regenerate them; a queue they do not know yet (a router built
--- from an older snapshot) falls through to dynamic SQL, so it is only ever
--- slower, never wrong.
+-- PL/pgSQL functions holding one static INSERT per event table, whose plans
+-- each session caches.
+--
+-- The routers form a tree of fixed shape, so that no function grows with the
+-- number of queues and creating a queue rewrites one small function:
+--
+--   _route_event            top: 128 branches, one per 2,048 queue ids
+--   _route_event_m<m>       middle m: 128 branches, one per 16 queue ids
+--   _route_event_l<k>       leaf k: the queues with ids 16k .. 16k+15,
+--                           one static INSERT per event table
+--
+-- (and _route_batch* alike for send_batch's arrays). The top is written by
+-- the install; a middle router when its first queue is created, and never
+-- changed after; a leaf by every create_queue and drop_queue of its queues.
+-- A session therefore compiles three small functions on its first send, and
+-- a new queue invalidates only its leaf in other sessions. Each level is
+-- called as a plain expression, which PL/pgSQL evaluates without the
+-- executor. Queue ids from 262,144 on have no branch and take the dynamic
+-- path: only ever slower, never wrong.
 
--- Internal: the generic fallback, also the router's body before any queue exists.
-create or replace function pgque._insert_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
-    i_ev_type text, i_ev_data text,
-    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns void
-language plpgsql
+-- Internal: the tree's shape.
+create or replace function pgque._router_fanout()
+returns integer
+language sql immutable
+as $$ select 128 $$;
+
+create or replace function pgque._router_leaf_size()
+returns integer
+language sql immutable
+as $$ select 16 $$;
+
+-- Internal: the parameters, pass-through arguments and per-table INSERT of
+-- one router kind: 'event' (one event, every field given) or 'batch'
+-- (send_batch's parallel arrays; each array but i_payloads may be NULL,
+-- meaning all NULL, and i_type is used where i_types is NULL).
+create or replace function pgque._router_kind(
+    i_kind text, out params text, out args text, out insert_sql text)
+language plpgsql immutable
 as $$
 begin
-    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+    if i_kind = 'event' then
+        params := 'i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,'
+               || ' i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,'
+               || ' i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text';
+        args := 'i_queue_id, i_table, i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type,'
+             || ' i_ev_data, i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4';
+        insert_sql := 'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+                   || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+                   || ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
+                   || ' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4)';
+    elsif i_kind = 'batch' then
+        params := 'i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],'
+               || ' i_types text[], i_type text,'
+               || ' i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[]';
+        args := 'i_queue_id, i_table, i_ids, i_payloads, i_types, i_type,'
+             || ' i_extra1, i_extra2, i_extra3, i_extra4';
+        -- The multi-array unnest walks the parallel arrays together. It
+        -- exists only unqualified: the callers are definer functions with
+        -- search_path pinned.
+        insert_sql := 'insert into %s (ev_id, ev_time, ev_type, ev_data,'
+                   || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+                   || ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
+                   || ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
+                   || ' as b(id, p, t, e1, e2, e3, e4)';
+    else
+        raise exception 'pgque internal error: no router kind %', i_kind
+            using detail = 'pgque:assertion_failed';
+    end if;
+end
+$$;
+
+-- Internal: the schema-qualified name of event table i_table of queue q,
+-- proven to be the queue's own.
+create or replace function pgque._event_table_name(q pgque.queue, i_table integer)
+returns text
+language sql stable
+as $$
+    select pg_catalog.format('pgque.%I', c.relname)
+      from pg_catalog.pg_class c
+     where c.oid = pgque._queue_relation(q, i_table::text)
+$$;
+
+-- Internal: the dynamic path, for a queue no router branch knows. The table
+-- is found by the queue's id and proven to be its own.
+create or replace function pgque._insert_dynamic(
+    i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns integer
+language plpgsql
+as $$
+declare
+    q pgque.queue%rowtype;
+begin
+    select * into strict q from pgque.queue where queue_id = i_queue_id;
+    execute 'insert into ' || pgque._event_table_name(q, i_table)
          || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
          || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
          || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
       using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
             i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+    return 1;
 end
 $$;
 
--- Internal: the batch router's fallback, planned on each call (see _send_batch
--- for the arrays: every one but i_payloads may be NULL, meaning all NULL).
+-- Internal: the batch router's dynamic path (see _insert_dynamic).
 create or replace function pgque._insert_batch_dynamic(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ids bigint[], i_payloads text[], i_types text[], i_type text,
+    i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],
+    i_types text[], i_type text,
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns void
+returns integer
 language plpgsql
 as $$
+declare
+    q pgque.queue%rowtype;
 begin
-    -- One multi-array unnest walks the parallel arrays together (a NULL array
-    -- reads as all NULL). The multi-array form exists only unqualified: the
-    -- callers are definer functions with search_path pinned.
-    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+    select * into strict q from pgque.queue where queue_id = i_queue_id;
+    execute 'insert into ' || pgque._event_table_name(q, i_table)
          || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
          || ' select id, pg_catalog.now(), coalesce(t, $4), p, e1, e2, e3, e4'
          || ' from unnest($1, $2, $3, $5, $6, $7, $8) as b(id, p, t, e1, e2, e3, e4)'
       using i_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4;
+    return 1;
 end
 $$;
 
--- Internal: the batch router before any queue exists (regenerated by
--- _rebuild_insert_router; defined here so that the grants cover it).
-create or replace function pgque._insert_batch_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ids bigint[], i_payloads text[], i_types text[], i_type text,
-    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns void
-language plpgsql
-as $$
-begin
-    perform pgque._insert_batch_dynamic(i_queue_id, i_table, i_table_name, i_ids, i_payloads,
-                                        i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
-end
-$$;
-
--- Internal: router code for the queues in i_queues (sorted by id): i_statement
--- (a format() string whose %s is the event table) per queue and table.
-create or replace function pgque._router_code(i_queues pgque.queue[], i_statement text)
+-- Internal: PL/pgSQL code that branches on the integer expression i_var by
+-- binary search over i_keys (ascending) and runs i_codes[i] when it equals
+-- i_keys[i]; when none matches, control falls through past the code.
+create or replace function pgque._router_branches(i_var text, i_keys integer[], i_codes text[])
 returns text
 language plpgsql immutable
 as $$
 declare
-    n integer := coalesce(pg_catalog.cardinality(i_queues), 0);
+    n integer := coalesce(pg_catalog.cardinality(i_keys), 0);
     half integer;
-    q pgque.queue;
     v_code text := '';
-    v_tables text;
     i integer;
 begin
     if n = 0 then
         return '';
     end if;
-    if n > 8 then
+    if n > 4 then
         half := n / 2;
-        return pg_catalog.format(
-            E'if i_queue_id < %s then\n%s\nelse\n%s\nend if;\n',
-            i_queues[half + 1].queue_id,
-            pgque._router_code(i_queues[1:half], i_statement),
-            pgque._router_code(i_queues[half + 1:n], i_statement));
+        return pg_catalog.format(E'if %s < %s then\n%s\nelse\n%s\nend if;\n',
+            i_var, i_keys[half + 1],
+            pgque._router_branches(i_var, i_keys[1:half], i_codes[1:half]),
+            pgque._router_branches(i_var, i_keys[half + 1:n], i_codes[half + 1:n]));
     end if;
-    foreach q in array i_queues loop
-        v_tables := '';
-        for i in 0 .. q.queue_ntables - 1 loop
-            v_tables := v_tables || pg_catalog.format(
-                E'%s i_table = %s then\n    %s\n    return;\n',
-                case when i = 0 then 'if' else 'elsif' end, i,
-                pg_catalog.format(i_statement, pgque.quote_fqname(q.queue_data_pfx || '_' || i)));
-        end loop;
-        v_code := v_code || pg_catalog.format(
-            E'%s i_queue_id = %s then\n%send if;\n',
-            case when v_code = '' then 'if' else 'elsif' end, q.queue_id, v_tables);
+    for i in 1 .. n loop
+        v_code := v_code || pg_catalog.format(E'%s %s = %s then\n%s\n',
+            case when i = 1 then 'if' else 'elsif' end, i_var, i_keys[i], i_codes[i]);
     end loop;
     return v_code || E'end if;\n';
 end
 $$;
 
--- Internal: the single-event router code for the queues in i_queues.
-create or replace function pgque._insert_router_code(i_queues pgque.queue[])
-returns text
-language sql immutable
-as $$
-    select pgque._router_code(i_queues,
-        'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-        ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
-        ' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);')
-$$;
-
--- Internal: regenerates _insert_routed() and _insert_batch_routed() for the
--- queues that exist now.
-create or replace function pgque._rebuild_insert_router()
+-- Internal: writes one router function (name, kind, body) of the tree,
+-- reachable only by its owner's definer functions.
+create or replace function pgque._write_router(i_name text, i_kind text, i_body text)
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_queues pgque.queue[];
+    k record;
 begin
-    -- One rebuild at a time (key 0 of the tick lock class: no queue has id
-    -- 0); the next statement then sees the queues the previous one saw.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), 0);
-    select pg_catalog.array_agg(q order by q.queue_id) into v_queues from pgque.queue q;
-    execute pg_catalog.format($ddl$
-create or replace function pgque._insert_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
-    i_ev_type text, i_ev_data text,
-    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns void
-language plpgsql
-as $router$
-begin
-%s
-    -- Not routed (a queue newer than this router): plan the insert now.
-    execute 'insert into ' || pgque.quote_fqname(i_table_name)
-         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-         || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
-      using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
-            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
-end
-$router$
-$ddl$, pgque._insert_router_code(v_queues));
-    execute pg_catalog.format($ddl$
-create or replace function pgque._insert_batch_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ids bigint[], i_payloads text[], i_types text[], i_type text,
-    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns void
-language plpgsql
-as $router$
-begin
-%s
-    -- Not routed (a queue newer than this router).
-    perform pgque._insert_batch_dynamic(i_queue_id, i_table, i_table_name, i_ids, i_payloads,
-                                        i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
-end
-$router$
-$ddl$, pgque._router_code(v_queues,
-        'insert into %s (ev_id, ev_time, ev_type, ev_data,'
-        ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
-        ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
-        ' as b(id, p, t, e1, e2, e3, e4);'));
+    k := pgque._router_kind(i_kind);
+    execute pg_catalog.format(
+        E'create or replace function pgque.%I(%s)\nreturns integer\nlanguage plpgsql\n'
+        || E'as $router$\n%s$router$',
+        i_name, k.params, i_body);
+    execute pg_catalog.format('revoke all on function pgque.%I(%s) from public', i_name, k.params);
 end
 $$;
+
+-- Internal: the code that hands the call to router i_name, or to the
+-- dynamic path when i_name is NULL.
+create or replace function pgque._router_call(i_kind text, i_name text)
+returns text
+language sql immutable
+as $$
+    select pg_catalog.format('    return pgque.%s(%s);',
+        case when i_name is not null then pg_catalog.quote_ident(i_name)
+             when i_kind = 'event' then '_insert_dynamic'
+             else '_insert_batch_dynamic' end,
+        (pgque._router_kind(i_kind)).args)
+$$;
+
+-- Internal: writes the top router of a kind (fixed; the install does it).
+create or replace function pgque._write_top_router(i_kind text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
+begin
+    perform pgque._write_router('_route_' || i_kind, i_kind, pg_catalog.format(
+        E'declare\n    m integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
+        v_span,
+        pgque._router_branches('m',
+            array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || g)
+                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+        pgque._router_call(i_kind, null)));
+end
+$$;
+
+-- Internal: writes middle router m of a kind unless it exists (its code
+-- depends on m only).
+create or replace function pgque._ensure_middle_router(i_kind text, i_middle integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text := '_route_' || i_kind || '_m' || i_middle;
+    v_first integer := i_middle * pgque._router_fanout();
+begin
+    -- One writer per middle router (keys below the leaves' in _update_router).
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
+        -1 - pgque._router_fanout() * pgque._router_fanout() - i_middle);
+    if exists (select 1 from pg_catalog.pg_proc
+                where pronamespace = 'pgque'::regnamespace and proname = v_name) then
+        return;
+    end if;
+    perform pgque._write_router(v_name, i_kind, pg_catalog.format(
+        E'declare\n    k integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
+        pgque._router_leaf_size(),
+        pgque._router_branches('k',
+            array(select v_first + g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
+                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+        pgque._router_call(i_kind, null)));
+end
+$$;
+
+-- Internal: writes leaf router k of a kind for the queues that exist now
+-- with ids 16k .. 16k+15: one static INSERT per event table, each table
+-- proven to be its queue's own.
+create or replace function pgque._write_leaf_router(i_kind text, i_leaf integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_insert text := (pgque._router_kind(i_kind)).insert_sql;
+    v_ids integer[];
+    v_codes text[];
+begin
+    select pg_catalog.array_agg(q.queue_id order by q.queue_id),
+           pg_catalog.array_agg(pgque._router_branches('i_table',
+               array(select t from pg_catalog.generate_series(0, q.queue_ntables - 1) t),
+               array(select pg_catalog.format(E'    %s;\n    return 1;',
+                                pg_catalog.format(v_insert, pgque._event_table_name(q, t)))
+                       from pg_catalog.generate_series(0, q.queue_ntables - 1) t))
+               order by q.queue_id)
+      into v_ids, v_codes
+      from pgque.queue q
+     where q.queue_id / pgque._router_leaf_size() = i_leaf;
+    perform pgque._write_router('_route_' || i_kind || '_l' || i_leaf, i_kind,
+        E'begin\n' || pgque._router_branches('i_queue_id', v_ids, v_codes)
+        || pgque._router_call(i_kind, null) || E'\nend\n');
+end
+$$;
+
+-- Internal: brings the routers of queue id i_queue_id's leaf up to date
+-- (create_queue and drop_queue call it in their transaction).
+create or replace function pgque._update_router(i_queue_id integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_kind text;
+    v_leaf integer := i_queue_id / pgque._router_leaf_size();
+begin
+    if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
+        return;  -- beyond the tree: the dynamic path
+    end if;
+    -- One writer per leaf at a time (the tick lock class, keyed by the
+    -- negated leaf: queue ids are positive); the statements after the lock
+    -- see the queues the previous writer committed.
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), -1 - v_leaf);
+    foreach v_kind in array array['event', 'batch'] loop
+        perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
+        perform pgque._write_leaf_router(v_kind, v_leaf);
+    end loop;
+end
+$$;
+
+-- Internal: writes every router anew: the tops and, for the queues that
+-- exist, their middle and leaf routers (the install runs it, after dropping
+-- the routines of the previous build).
+create or replace function pgque._rebuild_routers()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_kind text;
+    v_queue_id integer;
+begin
+    foreach v_kind in array array['event', 'batch'] loop
+        perform pgque._write_top_router(v_kind);
+    end loop;
+    for v_queue_id in
+        select pg_catalog.min(queue_id) from pgque.queue
+         group by queue_id / pgque._router_leaf_size() order by 1
+    loop
+        perform pgque._update_router(v_queue_id);
+    end loop;
+end
+$$;
+
+-- The tops before the install writes them (so that the grants cover the
+-- names): every call takes the dynamic path.
+create or replace function pgque._route_event(
+    i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns integer
+language sql
+as $$ select pgque._insert_dynamic($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
+create or replace function pgque._route_batch(
+    i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],
+    i_types text[], i_type text,
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns integer
+language sql
+as $$ select pgque._insert_batch_dynamic($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) $$;
 
 -- file: functions/insert_event.sql
 -- Producing events: the PgQ primitives every send path goes through.
@@ -1122,20 +1337,22 @@ as $$
 declare
     v_queue_id integer;
     v_cur_table integer;
-    v_table text;
     v_disabled boolean;
     v_seq_id bigint;
+    v_txid xid8;
+    v_routed integer;
 begin
     -- Take the top-level txid before reading queue_cur_table: a writer that
     -- lands in the old table after a rotation then always has a txid below
-    -- the rotation's step 2, which batch table selection relies on.
-    perform pg_catalog.pg_current_xact_id();
+    -- the rotation's step 2, which batch table selection relies on. (An
+    -- assignment, not PERFORM: PL/pgSQL evaluates it without the executor.)
+    v_txid := pg_catalog.pg_current_xact_id();
 
     -- The sequence advances on every call, explicit ids included: the ticker
     -- watches it to notice activity.
-    select q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+    select q.queue_id, q.queue_cur_table,
            q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
-      into v_queue_id, v_cur_table, v_table, v_disabled, v_seq_id
+      into v_queue_id, v_cur_table, v_disabled, v_seq_id
       from pgque.queue q
      where q.queue_name = i_queue_name;
     if not found then
@@ -1145,10 +1362,11 @@ begin
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
 
-    perform pgque._insert_routed(
-        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
+    v_routed := pgque._route_event(
+        v_queue_id, v_cur_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
+    perform pgque._wake(v_queue_id);  -- wakeup (latency)
     return coalesce(i_ev_id, v_seq_id);
 end
 $$;
@@ -3077,9 +3295,9 @@ begin
     -- through the router's static statement for the queue's current table.
     v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
                      from pg_catalog.generate_series(1, n));
-    perform pgque._insert_batch_routed(
-        q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+    i := pgque._route_batch(q.queue_id, q.queue_cur_table,
         v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
+    perform pgque._wake(q.queue_id);  -- wakeup (latency)
     return v_ids;
 end
 $$;
@@ -6503,6 +6721,73 @@ $$;
 comment on function pgque.spark_advance(text, text, bigint) is
     'Moves a Spark query''s consumer to the tick Spark has committed (register_consumer_at); raises consumer_not_found when it was unregistered. Returns 0.';
 
+-- A write's tasks and its end (publish or abort) meet on an advisory lock of
+-- the write id: every stager holds it shared until its transaction ends, the
+-- end takes it exclusively, so it waits for the stagers still running (a
+-- failed task's writer may still commit what it was handed) before dropping
+-- the write's rows. A batch write (a random id, never reused) is then marked
+-- over in spark_commits (batch id -1), and a task that stages afterwards is
+-- refused; a streaming write ('<query id>:<batch id>') is replayed under the
+-- same id, so it is not marked, and what a late task stages is dropped by the
+-- query's next publish.
+
+-- Internal: the advisory lock key of a write id (second half; the first is
+-- pgque._spark_lock_class()).
+create or replace function pgque._spark_write_key(i_write_id text)
+returns integer
+language sql immutable
+as $$ select pg_catalog.hashtext(i_write_id) $$;
+comment on function pgque._spark_write_key(text) is
+    'Internal: the advisory lock key of a Spark write id.';
+
+-- Internal: the class of the Spark writes' advisory locks.
+create or replace function pgque._spark_lock_class()
+returns integer
+language sql immutable
+as $$ select 1936749419 $$;
+comment on function pgque._spark_lock_class() is
+    'Internal: the first key of the Spark writes'' advisory locks (''spkk'').';
+
+-- Internal: whether a write id is a batch write's (a streaming one holds ':').
+create or replace function pgque._spark_is_batch_write(i_write_id text)
+returns boolean
+language sql immutable
+as $$ select pg_catalog.strpos(i_write_id, ':') = 0 $$;
+comment on function pgque._spark_is_batch_write(text) is
+    'Internal: true for a batch write id, false for a streaming one (<query id>:<batch id>).';
+
+-- Internal: end a write: wait (up to 30 s) for its stagers still running;
+-- mark a batch write over. Returns false when the batch write was over
+-- already.
+create or replace function pgque._spark_end_write(i_write_id text, i_queue_name text,
+                                                  i_events bigint)
+returns boolean
+language plpgsql
+as $$
+declare
+    v_timeout text := pg_catalog.current_setting('lock_timeout');
+begin
+    perform pg_catalog.set_config('lock_timeout', '30s', true);
+    begin
+        perform pg_catalog.pg_advisory_xact_lock(pgque._spark_lock_class(),
+                                                 pgque._spark_write_key(i_write_id));
+    exception when lock_not_available then
+        -- A task that hangs: go on; what it stages later stays until spark_cleanup.
+        null;
+    end;
+    perform pg_catalog.set_config('lock_timeout', v_timeout, true);
+    if not pgque._spark_is_batch_write(i_write_id) then
+        return true;
+    end if;
+    insert into pgque.spark_commits (query_id, batch_id, queue_name, events)
+    values (i_write_id, -1, coalesce(i_queue_name, ''), i_events)
+    on conflict (query_id, batch_id) do nothing;
+    return found;
+end
+$$;
+comment on function pgque._spark_end_write(text, text, bigint) is
+    'Internal: waits for a Spark write''s running stagers (advisory lock, 30 s at most) and marks a batch write over (spark_commits, batch id -1); false when it was over already.';
+
 create or replace function pgque.spark_stage(
     i_write_id text, i_stage_id text, i_first_seq bigint,
     i_types text[], i_payloads text[],
@@ -6527,6 +6812,14 @@ begin
         raise exception 'spark_stage: every array must have the % elements of the payloads', n
             using detail = 'pgque:invalid_argument';
     end if;
+    -- Held until the task's transaction ends: the write's end waits for it.
+    perform pg_catalog.pg_advisory_xact_lock_shared(pgque._spark_lock_class(),
+                                                    pgque._spark_write_key(i_write_id));
+    if pgque._spark_is_batch_write(i_write_id) and exists (
+        select 1 from pgque.spark_commits where query_id = i_write_id and batch_id = -1) then
+        raise exception 'spark_stage: write % is over (published or aborted); this task''s rows are not staged',
+            i_write_id using detail = 'pgque:invalid_argument';
+    end if;
     v_null := pg_catalog.array_position(i_payloads, null);
     if v_null is not null then
         raise exception 'spark_stage: payload % of the chunk is NULL', v_null
@@ -6545,7 +6838,7 @@ begin
 end
 $$;
 comment on function pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]) is
-    'Stages rows of a Spark task (parallel arrays, payloads not NULL) under its write and stage id, numbered from i_first_seq. Returns the number staged.';
+    'Stages rows of a Spark task (parallel arrays, payloads not NULL) under its write and stage id, numbered from i_first_seq; holds the write''s lock shared until the transaction ends, and refuses a batch write that is over. Returns the number staged.';
 
 -- Internal: drop a write's staged rows, those of failed task attempts
 -- included; for a streaming query (write id '<query id>:<batch id>') also
@@ -6599,6 +6892,14 @@ begin
     if (select pg_catalog.count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
        <> coalesce(pg_catalog.cardinality(i_stage_ids), 0) then
         raise exception 'spark_publish: a stage id is listed twice' using detail = 'pgque:invalid_argument';
+    end if;
+
+    -- Wait for the write's stagers still running (a failed attempt's
+    -- rows are dropped below, after it ended); a batch write published or
+    -- aborted before publishes nothing again.
+    if not pgque._spark_end_write(i_write_id, i_queue_name, 0) then
+        raise exception 'spark_publish: write % is over already (published or aborted)', i_write_id
+            using detail = 'pgque:invalid_argument';
     end if;
 
     if i_query_id is not null then
@@ -6662,13 +6963,15 @@ as $$
 declare
     n bigint;
 begin
+    -- After the write's running stagers ended; a batch write is over for good.
+    perform pgque._spark_end_write(i_write_id, null, -1);
     delete from pgque.spark_staging where write_id = i_write_id;
     get diagnostics n = row_count;
     return n;
 end
 $$;
 comment on function pgque.spark_discard(text) is
-    'Removes every row staged under a write id (an aborted or failed Spark write). Returns how many.';
+    'Removes every row staged under a write id (an aborted or failed Spark write), after waiting for its running stagers; a batch write id is over for good. Returns how many.';
 
 create or replace function pgque.spark_cleanup(i_older_than interval default '1 day')
 returns bigint
@@ -6681,6 +6984,9 @@ begin
     -- Left by Spark drivers that died between staging and publishing.
     delete from pgque.spark_staging where staged_at < pg_catalog.now() - i_older_than;
     get diagnostics n = row_count;
+    -- Batch writes that are over (spark_stage refuses them for as long as they are kept).
+    delete from pgque.spark_commits
+     where batch_id = -1 and committed_at < pg_catalog.now() - i_older_than;
     return n;
 end
 $$;
@@ -7528,7 +7834,8 @@ grant execute on function
     pgque._holds_ticker_lock(),
     pgque._ticker_next_slot(timestamptz),
     pgque._move_retry_events(integer),
-    pgque._run_extra_maint(text, text)
+    pgque._run_extra_maint(text, text),
+    pgque._ticker_arm_wake()
 to pgque_admin;
 
 grant execute on function
@@ -7674,9 +7981,9 @@ begin
 end
 $owner_only$;
 
--- The insert router is generated from the queues that exist (a re-install
--- may replace the fallback body installed above).
-do $router$ begin perform pgque._rebuild_insert_router(); end $router$;
+-- The insert routers: the tops, and the middle and leaf routers of the
+-- queues that exist (the stale-routine step dropped the previous build's).
+do $router$ begin perform pgque._rebuild_routers(); end $router$;
 
 -- file: structure/commit.sql
 commit;

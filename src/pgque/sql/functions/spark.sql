@@ -292,6 +292,73 @@ $$;
 comment on function pgque.spark_advance(text, text, bigint) is
     'Moves a Spark query''s consumer to the tick Spark has committed (register_consumer_at); raises consumer_not_found when it was unregistered. Returns 0.';
 
+-- A write's tasks and its end (publish or abort) meet on an advisory lock of
+-- the write id: every stager holds it shared until its transaction ends, the
+-- end takes it exclusively, so it waits for the stagers still running (a
+-- failed task's writer may still commit what it was handed) before dropping
+-- the write's rows. A batch write (a random id, never reused) is then marked
+-- over in spark_commits (batch id -1), and a task that stages afterwards is
+-- refused; a streaming write ('<query id>:<batch id>') is replayed under the
+-- same id, so it is not marked, and what a late task stages is dropped by the
+-- query's next publish.
+
+-- Internal: the advisory lock key of a write id (second half; the first is
+-- pgque._spark_lock_class()).
+create or replace function pgque._spark_write_key(i_write_id text)
+returns integer
+language sql immutable
+as $$ select pg_catalog.hashtext(i_write_id) $$;
+comment on function pgque._spark_write_key(text) is
+    'Internal: the advisory lock key of a Spark write id.';
+
+-- Internal: the class of the Spark writes' advisory locks.
+create or replace function pgque._spark_lock_class()
+returns integer
+language sql immutable
+as $$ select 1936749419 $$;
+comment on function pgque._spark_lock_class() is
+    'Internal: the first key of the Spark writes'' advisory locks (''spkk'').';
+
+-- Internal: whether a write id is a batch write's (a streaming one holds ':').
+create or replace function pgque._spark_is_batch_write(i_write_id text)
+returns boolean
+language sql immutable
+as $$ select pg_catalog.strpos(i_write_id, ':') = 0 $$;
+comment on function pgque._spark_is_batch_write(text) is
+    'Internal: true for a batch write id, false for a streaming one (<query id>:<batch id>).';
+
+-- Internal: end a write: wait (up to 30 s) for its stagers still running;
+-- mark a batch write over. Returns false when the batch write was over
+-- already.
+create or replace function pgque._spark_end_write(i_write_id text, i_queue_name text,
+                                                  i_events bigint)
+returns boolean
+language plpgsql
+as $$
+declare
+    v_timeout text := pg_catalog.current_setting('lock_timeout');
+begin
+    perform pg_catalog.set_config('lock_timeout', '30s', true);
+    begin
+        perform pg_catalog.pg_advisory_xact_lock(pgque._spark_lock_class(),
+                                                 pgque._spark_write_key(i_write_id));
+    exception when lock_not_available then
+        -- A task that hangs: go on; what it stages later stays until spark_cleanup.
+        null;
+    end;
+    perform pg_catalog.set_config('lock_timeout', v_timeout, true);
+    if not pgque._spark_is_batch_write(i_write_id) then
+        return true;
+    end if;
+    insert into pgque.spark_commits (query_id, batch_id, queue_name, events)
+    values (i_write_id, -1, coalesce(i_queue_name, ''), i_events)
+    on conflict (query_id, batch_id) do nothing;
+    return found;
+end
+$$;
+comment on function pgque._spark_end_write(text, text, bigint) is
+    'Internal: waits for a Spark write''s running stagers (advisory lock, 30 s at most) and marks a batch write over (spark_commits, batch id -1); false when it was over already.';
+
 create or replace function pgque.spark_stage(
     i_write_id text, i_stage_id text, i_first_seq bigint,
     i_types text[], i_payloads text[],
@@ -316,6 +383,14 @@ begin
         raise exception 'spark_stage: every array must have the % elements of the payloads', n
             using detail = 'pgque:invalid_argument';
     end if;
+    -- Held until the task's transaction ends: the write's end waits for it.
+    perform pg_catalog.pg_advisory_xact_lock_shared(pgque._spark_lock_class(),
+                                                    pgque._spark_write_key(i_write_id));
+    if pgque._spark_is_batch_write(i_write_id) and exists (
+        select 1 from pgque.spark_commits where query_id = i_write_id and batch_id = -1) then
+        raise exception 'spark_stage: write % is over (published or aborted); this task''s rows are not staged',
+            i_write_id using detail = 'pgque:invalid_argument';
+    end if;
     v_null := pg_catalog.array_position(i_payloads, null);
     if v_null is not null then
         raise exception 'spark_stage: payload % of the chunk is NULL', v_null
@@ -334,7 +409,7 @@ begin
 end
 $$;
 comment on function pgque.spark_stage(text, text, bigint, text[], text[], text[], text[], text[], text[]) is
-    'Stages rows of a Spark task (parallel arrays, payloads not NULL) under its write and stage id, numbered from i_first_seq. Returns the number staged.';
+    'Stages rows of a Spark task (parallel arrays, payloads not NULL) under its write and stage id, numbered from i_first_seq; holds the write''s lock shared until the transaction ends, and refuses a batch write that is over. Returns the number staged.';
 
 -- Internal: drop a write's staged rows, those of failed task attempts
 -- included; for a streaming query (write id '<query id>:<batch id>') also
@@ -388,6 +463,14 @@ begin
     if (select pg_catalog.count(distinct s) from pg_catalog.unnest(i_stage_ids) s)
        <> coalesce(pg_catalog.cardinality(i_stage_ids), 0) then
         raise exception 'spark_publish: a stage id is listed twice' using detail = 'pgque:invalid_argument';
+    end if;
+
+    -- Wait for the write's stagers still running (a failed attempt's
+    -- rows are dropped below, after it ended); a batch write published or
+    -- aborted before publishes nothing again.
+    if not pgque._spark_end_write(i_write_id, i_queue_name, 0) then
+        raise exception 'spark_publish: write % is over already (published or aborted)', i_write_id
+            using detail = 'pgque:invalid_argument';
     end if;
 
     if i_query_id is not null then
@@ -451,13 +534,15 @@ as $$
 declare
     n bigint;
 begin
+    -- After the write's running stagers ended; a batch write is over for good.
+    perform pgque._spark_end_write(i_write_id, null, -1);
     delete from pgque.spark_staging where write_id = i_write_id;
     get diagnostics n = row_count;
     return n;
 end
 $$;
 comment on function pgque.spark_discard(text) is
-    'Removes every row staged under a write id (an aborted or failed Spark write). Returns how many.';
+    'Removes every row staged under a write id (an aborted or failed Spark write), after waiting for its running stagers; a batch write id is over for good. Returns how many.';
 
 create or replace function pgque.spark_cleanup(i_older_than interval default '1 day')
 returns bigint
@@ -470,6 +555,9 @@ begin
     -- Left by Spark drivers that died between staging and publishing.
     delete from pgque.spark_staging where staged_at < pg_catalog.now() - i_older_than;
     get diagnostics n = row_count;
+    -- Batch writes that are over (spark_stage refuses them for as long as they are kept).
+    delete from pgque.spark_commits
+     where batch_id = -1 and committed_at < pg_catalog.now() - i_older_than;
     return n;
 end
 $$;
