@@ -10,6 +10,12 @@ It listens for every consumer's queue on one connection, runs the
 in-process ticker (decided on every connection), installs the signal
 handlers that stop its owner, and reconnects with backoff after database
 errors; setup errors and giving up end it (:func:`pgque._consumer_policy.recover`).
+
+While its in-process ticker leads (and the xmin horizon is not held), the
+runner also ticks each consumer's queue on the batch connection before
+polling it, and listens for the producers' wakeups: a commit then wakes the
+consumer, which ticks and opens the batch itself, without waiting for the
+ticker's round and its NOTIFY (see docs/concepts.md, "Latency").
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
 from pgque import _consumer_policy as policy
 from pgque._compat import Event, signal_handlers, wait_event
 from pgque._queries import query
 from pgque.errors import PgqueConnectionError, PgqueError
+from pgque.ticker import WAKE_CHANNEL
 
 if TYPE_CHECKING:
     from pgque.consumer import Consumer
@@ -89,6 +97,7 @@ class Runner:
         self._backoff = policy.Backoff()
         source = policy.ticker_source(self.lead.listen_dsn or self.lead.dsn)
         self._ticker = policy.TickerSwitch(source, self._log, self.lead.name)
+        self._may_self_tick = True  # until the role turns out not to be allowed to tick
 
     def run(self) -> None:
         """Consume until the stop event is set; raises what ends consuming (see
@@ -130,6 +139,7 @@ class Runner:
                 while not self._stop.is_set():
                     polled = False
                     for consumer in self.consumers:
+                        self._tick(conn, consumer)
                         if consumer.poll(conn):
                             polled = True
                             break  # start again from the highest priority
@@ -169,9 +179,11 @@ class Runner:
             yield None
             return
         with psycopg.Connection.connect(dsn, autocommit=True) as listener:
-            for consumer in self.consumers:
-                channel = sql.Identifier(f"pgque_{consumer.queue}")
-                listener.execute(sql.SQL(query("listen")).format(channel))
+            channels = [f"pgque_{consumer.queue}" for consumer in self.consumers]
+            if self._ticker.runner is not None:
+                channels.append(WAKE_CHANNEL)  # acted on only while the ticker leads
+            for channel in channels:
+                listener.execute(sql.SQL(query("listen")).format(sql.Identifier(channel)))
             self._set_listening(True)
             try:
                 yield listener
@@ -182,13 +194,50 @@ class Runner:
         for consumer in self.consumers:
             consumer.listening = listening
 
+    def _ticking(self) -> Any:
+        """The in-process Ticker while it leads and may tick eagerly, else None."""
+        ticker = self._ticker.runner
+        if not self._may_self_tick or ticker is None or not ticker.leading or ticker.held_xmin:
+            return None
+        return ticker
+
+    def _tick(self, conn: psycopg.Connection[Any], consumer: Consumer) -> None:
+        """Tick the consumer's queue on the batch connection (in a transaction of its
+        own, committed asynchronously as the ticker's are) when this process leads the
+        ticking: one round trip, and the next poll opens the batch at once."""
+        ticker = self._ticking()
+        if ticker is None or consumer.stopping:
+            return
+        statement = sql.SQL(query("consumer_tick")).format(
+            sql.Literal(consumer.queue), sql.Literal(f"{ticker.max_wait} seconds")
+        )
+        try:
+            with setup_errors(conn, consumer.queue, consumer.name):
+                try:
+                    conn.execute(statement)
+                except psycopg.Error:
+                    if conn.info.transaction_status == TransactionStatus.INERROR:
+                        conn.rollback()  # the statement's own BEGIN failed midway
+                    raise
+        except PgqueError as exc:
+            if exc.sqlstate != "42501":
+                raise
+            self._may_self_tick = False  # the Ticker ticks on its own connection then
+            self._log.info("consumer %s: this role may not tick; the ticker's round does",
+                           self.lead.name)  # fmt: skip
+
+    def _wakes(self, channel: str) -> bool:
+        """Whether a notification on ``channel`` is work: a tick of a consumer's queue,
+        or a producer's commit while this process does the ticking."""
+        return channel != WAKE_CHANNEL or self._ticking() is not None
+
     def _wait_for_work(self, listener: psycopg.Connection[Any] | None) -> None:
         """Return on a NOTIFY, after ``poll_interval``, or soon after a stop."""
         deadline = time.monotonic() + self.poll_interval
         woken = False
         if listener is not None:
-            for _ in listener.notifies(timeout=0):
-                woken = True
+            for note in listener.notifies(timeout=0):
+                woken = woken or self._wakes(note.channel)
             if woken:
                 return  # wakeups arrived while we worked
         while not self._stop.is_set():
@@ -199,8 +248,8 @@ class Runner:
             if listener is None:
                 wait_event(self._stop, step)
                 continue
-            for _ in listener.notifies(timeout=step, stop_after=1):
-                woken = True
+            for note in listener.notifies(timeout=step, stop_after=1):
+                woken = woken or self._wakes(note.channel)
             if woken:
                 return
 

@@ -2,15 +2,22 @@
 
 One ticker leads per database: it holds the advisory lock
 ``pgque.ticker_lock_key()`` (also taken by the ``ticker_loop`` procedure and
-``pgque ticker``); the others stand by and take over when the leader's
-connection goes. The leader
+``pgque ticker``); the others stand by, LISTENing for the leader's
+resignation and trying the lock every ``standby_interval`` (2 s) in case its
+connection just went. The leader
 
-* polls every queue's event sequence (one read-only query about every
-  millisecond) and ticks a queue whose sequence moved as soon as its
-  consumers have taken the previous tick, else after ``max_wait``, so batches
-  grow under load (``pgque.ticker_eager``);
-* calls ``pgque.ticker()`` every ``tick_period_ms`` (``pgque.config``) for
-  PgQ's own rules, idle ticks included;
+* waits for a wakeup from the database: producers NOTIFY
+  ``pgque_ticker_wake`` when they commit, one notification per wait
+  (``functions/wakeup.sql``); it polls every ``idle_poll_interval`` (1 s) as
+  a safety net, so an idle ticker runs a few statements a second;
+* when woken, reads every queue's event sequence and ticks a queue whose
+  sequence moved as soon as its consumers have taken the previous tick,
+  else after ``max_wait``, polling every ``poll_interval`` meanwhile, so
+  batches grow under load (``pgque.ticker_eager``); each tick NOTIFYs the
+  queue's consumers;
+* calls ``pgque.ticker()`` every ``tick_period_ms`` (``pgque.config``) while
+  events flow, and every ``idle_poll_interval`` when idle, for PgQ's own
+  rules, idle ticks included;
 * moves due retries and delayed messages about every second, and runs
   ``CALL pgque.run_maint()`` and VACUUMs ``maint_tables_to_vacuum()`` about
   every 30 seconds, each as its own statement. A ticker built from a
@@ -23,6 +30,7 @@ connection goes. The leader
   prepared transactions, replication slots) has not moved for
   ``held_xmin_after`` (0.25 s), so batches, and the subscription row
   versions each one leaves, do not pile up where VACUUM cannot remove them.
+  The horizon is read while events flow, not while idle.
 
 Ticks commit with ``synchronous_commit = off``: a later synchronous commit
 flushes them, and a lost tick is only retaken.
@@ -44,10 +52,17 @@ from psycopg_pool import ConnectionPool
 
 from pgque._queries import LiteralString, query
 
-__all__ = ["Ticker"]
+__all__ = ["WAKE_CHANNEL", "Ticker"]
 
 _XMIN_CHECK_INTERVAL = 0.05
-"""Seconds between reads of the xmin horizon while leading."""
+"""Seconds between reads of the xmin horizon while events flow."""
+_ACTIVE_FOR = 0.5
+"""Seconds after the last movement of a sequence during which events count as flowing."""
+_WAIT_SLICE = 0.25
+"""The longest a wait goes without looking at the stop flag."""
+WAKE_CHANNEL = "pgque_ticker_wake"
+"""The channel producers NOTIFY to wake a waiting ticker (``functions/wakeup.sql``)."""
+_RESIGN_CHANNEL = "pgque_ticker_resign"
 
 logger = logging.getLogger("pgque.ticker")
 
@@ -59,10 +74,10 @@ class _Schedule:
     ticker: float = 0.0
     xmin_check: float = 0.0
     period_check: float = 0.0
-    standby: float = 0.0
     period: float = 0.1
     xmin: str | None = None
     xmin_since: float = field(default_factory=time.monotonic)
+    held: bool = False
 
 
 class Ticker:
@@ -78,9 +93,11 @@ class Ticker:
             when it breaks). The ticker holds a session-level advisory lock
             on it: give it a pool or connection of its own, never a
             PgBouncer transaction-mode one.
-        poll_interval: Seconds between sequence polls. Defaults to 0.001.
-        idle_poll_interval: Seconds between polls once no queue has moved for
-            half a second. Defaults to 0.005.
+        poll_interval: Seconds between sequence polls while a tick waits for
+            its batch to grow. Defaults to 0.001.
+        idle_poll_interval: Seconds between safety polls while the leader
+            waits for a producer's wakeup (a wakeup lost with a rolled-back
+            transaction is found by the next one). Defaults to 1.
         max_wait: Seconds a tick may wait for batches to grow while consumers
             are busy. Defaults to 0.005.
         retry_interval: Seconds between retry and delayed-delivery moves.
@@ -91,6 +108,9 @@ class Ticker:
             ``tick_period_ms``. Defaults to 0.25: each eager tick adds two
             row versions to ``pgque.subscription`` per consumer, which VACUUM
             cannot remove while the horizon is held.
+        standby_interval: Seconds between a standby's tries of the leader
+            lock; a leader that stops resigns with a NOTIFY, taken over at
+            once. Defaults to 2.
     """
 
     def __init__(
@@ -98,13 +118,16 @@ class Ticker:
         source: str | ConnectionPool[Any] | psycopg.Connection[Any],
         *,
         poll_interval: float = 0.001,
-        idle_poll_interval: float = 0.005,
+        idle_poll_interval: float = 1.0,
         max_wait: float = 0.005,
         retry_interval: float = 1.0,
         maint_interval: float = 30.0,
         held_xmin_after: float = 0.25,
+        standby_interval: float = 2.0,
     ) -> None:
-        if poll_interval <= 0 or max_wait < 0 or retry_interval <= 0 or maint_interval <= 0:
+        intervals = (poll_interval, idle_poll_interval, retry_interval, maint_interval,
+                     standby_interval)  # fmt: skip
+        if min(intervals) <= 0 or max_wait < 0:
             raise ValueError("Ticker intervals must be positive")
         if isinstance(source, psycopg.Connection) and not source.autocommit:
             raise ValueError("the Ticker needs an autocommit connection (VACUUM and its commits)")
@@ -123,10 +146,13 @@ class Ticker:
         self.retry_interval = retry_interval
         self.maint_interval = maint_interval
         self.held_xmin_after = held_xmin_after
+        self.standby_interval = standby_interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: True while this ticker holds the leader lock.
         self.leading = False
+        #: True while the xmin horizon is held and ticking is slowed (while leading).
+        self.held_xmin = False
 
     # -- running -------------------------------------------------------------
 
@@ -192,34 +218,60 @@ class Ticker:
         seen: dict[str, int] = {}
         pending: set[str] = set()
         maintenance: _Maintenance | None = None
+        conn.execute(sql.SQL(query("listen")).format(sql.Identifier(_RESIGN_CHANNEL)))
         try:
+            while not self._stop.is_set() and not self.leading:
+                self.leading = bool(_value(conn, query("ticker_try_lead")))
+                if not self.leading:
+                    _wait_for_notify(conn, self.standby_interval, self._stop)
+            if not self.leading:
+                return
+            logger.info("ticker: leading (pid %s)", conn.info.backend_pid)
+            conn.execute(sql.SQL(query("unlisten")).format(sql.Identifier(_RESIGN_CHANNEL)))
+            conn.execute(sql.SQL(query("listen")).format(sql.Identifier(WAKE_CHANNEL)))
+            maintenance = _Maintenance(self)
+            if isinstance(self.source, str):
+                maintenance.start()
             while not self._stop.is_set():
                 now = time.monotonic()
-                if not self.leading:
-                    if now >= due.standby:
-                        self.leading = bool(_value(conn, query("ticker_try_lead")))
-                        due.standby = now + 1.0
-                        if self.leading:
-                            logger.info("ticker: leading (pid %s)", conn.info.backend_pid)
-                            maintenance = _Maintenance(self)
-                            if isinstance(self.source, str):
-                                maintenance.start()
-                    if not self.leading:
-                        self._stop.wait(0.1)
-                        continue
-                self._lead_once(conn, due, seen, pending, now)
-                if maintenance is not None and maintenance.thread is None:
+                quiet = self._lead_once(conn, due, seen, pending, now)
+                if maintenance.thread is None:
                     maintenance.run_due(conn, now)  # a pool or a given connection
-                busy = pending or now - self._last_activity < 0.5
-                self._stop.wait(self.poll_interval if busy else self.idle_poll_interval)
+                self._pause(conn, due, pending, quiet=quiet, maintenance=maintenance)
         finally:
             if maintenance is not None:
                 maintenance.stop()
-            if self.leading and not conn.closed:
+            if not conn.closed:
                 with contextlib.suppress(psycopg.Error):
-                    conn.execute(query("ticker_resign"))
-                logger.info("ticker: stopped leading")
+                    for channel in (WAKE_CHANNEL, _RESIGN_CHANNEL):  # a borrowed one's own stay
+                        conn.execute(sql.SQL(query("unlisten")).format(sql.Identifier(channel)))
+                    if self.leading:
+                        conn.execute(query("ticker_resign_notify"), (_RESIGN_CHANNEL,))
+                        logger.info("ticker: stopped leading")
             self.leading = False
+            self.held_xmin = False
+
+    def _pause(
+        self,
+        conn: psycopg.Connection[Any],
+        due: _Schedule,
+        pending: set[str],
+        *,
+        quiet: bool,
+        maintenance: _Maintenance,
+    ) -> None:
+        """Wait after a round: for the next periodic job while the horizon is held, a
+        ``poll_interval`` while a tick waits, for a wakeup (armed) when all is quiet."""
+        now = time.monotonic()
+        until = min(due.ticker, due.period_check)
+        if maintenance.thread is None:
+            until = min(until, maintenance.next_due())
+        if due.held:
+            self._stop.wait(max(0.0, min(until, due.xmin_check) - now))
+        elif pending:
+            self._stop.wait(self.poll_interval)
+        elif quiet:
+            _wait_for_notify(conn, max(0.0, until - now), self._stop)
 
     def _lead_once(
         self,
@@ -228,14 +280,29 @@ class Ticker:
         seen: dict[str, int],
         pending: set[str],
         now: float,
-    ) -> None:
-        held = due.xmin is not None and now - due.xmin_since >= self.held_xmin_after
-        if not held:
-            for name, value in conn.execute(query("ticker_sequences")).fetchall():
-                if seen.get(name) != value:
-                    seen[name] = value
-                    pending.add(name)
-                    self._last_activity = now
+    ) -> bool:
+        """One round of the leader; True when nothing moved since the wakeup was armed
+        (the leader may wait for one)."""
+        arm = not pending
+        if arm:
+            _drain_notifies(conn)  # older than the arming: what they announce is read now
+        moved = False
+        for name, value in conn.execute(query("ticker_arm_wake" if arm else "ticker_sequences")):
+            if seen.get(name) != value:
+                seen[name] = value
+                pending.add(name)
+                moved = True
+        if moved:
+            self._last_activity = now
+        active = bool(pending) or now - self._last_activity < _ACTIVE_FOR
+        if active and now >= due.xmin_check:
+            xmin = _value(conn, query("ticker_xmin"))
+            if xmin != due.xmin:
+                due.xmin, due.xmin_since = xmin, now
+            due.xmin_check = now + _XMIN_CHECK_INTERVAL
+        due.held = due.xmin is not None and now - due.xmin_since >= self.held_xmin_after
+        self.held_xmin = due.held
+        if not due.held:
             wait = f"{self.max_wait} seconds"
             for name in sorted(pending):
                 # NULL: still letting the batch grow; otherwise ticked or covered.
@@ -243,15 +310,11 @@ class Ticker:
                     pending.discard(name)
         if now >= due.ticker:
             conn.execute(query("ticker_all"))
-            due.ticker = now + due.period
-        if now >= due.xmin_check:
-            xmin = _value(conn, query("ticker_xmin"))
-            if xmin != due.xmin:
-                due.xmin, due.xmin_since = xmin, now
-            due.xmin_check = now + _XMIN_CHECK_INTERVAL
+            due.ticker = now + (due.period if active else max(due.period, self.idle_poll_interval))
         if now >= due.period_check:
             due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
-            due.period_check = now + 1.0
+            due.period_check = now + max(1.0, self.idle_poll_interval)
+        return arm and not moved
 
 
 class _Maintenance:
@@ -281,6 +344,10 @@ class _Maintenance:
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(5.0)
 
+    def next_due(self) -> float:
+        """When the next job is due (monotonic seconds)."""
+        return min(self.retries_due, self.maint_due)
+
     def _run(self) -> None:
         delay = 0.1
         while not self._stop.is_set() and not self.ticker._stop.is_set():
@@ -289,7 +356,8 @@ class _Maintenance:
                     while not self._stop.is_set() and not self.ticker._stop.is_set():
                         self.run_due(conn, time.monotonic())
                         delay = 0.1
-                        self._stop.wait(0.05)
+                        left = self.next_due() - time.monotonic()
+                        self._stop.wait(min(max(left, 0.0), _WAIT_SLICE))
             except psycopg.Error as exc:
                 logger.warning("ticker: maintenance failed, retrying in %.1fs: %s", delay, exc)
                 self._stop.wait(delay)
@@ -324,6 +392,24 @@ def _borrowed(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]
         if not conn.closed:
             with contextlib.suppress(psycopg.Error):
                 conn.execute(query("set_synchronous_commit"), (previous,))
+
+
+def _drain_notifies(conn: psycopg.Connection[Any]) -> None:
+    """Drop the notifications received so far (without waiting)."""
+    for _ in conn.notifies(timeout=0):
+        pass
+
+
+def _wait_for_notify(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
+    """Return on a notification on ``conn`` (one received earlier included), after
+    ``timeout`` seconds, or within :data:`_WAIT_SLICE` of ``stop`` being set."""
+    deadline = time.monotonic() + timeout
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        for _ in conn.notifies(timeout=min(left, _WAIT_SLICE), stop_after=1):
+            return
 
 
 def _value(conn: psycopg.Connection[Any], statement: LiteralString, params: Any = None) -> Any:

@@ -13,6 +13,7 @@
 \ir structure/views.sql
 \ir functions/util.sql
 \ir functions/queue_admin.sql
+\ir functions/wakeup.sql
 \ir functions/insert_router.sql
 \ir functions/insert_event.sql
 \ir functions/ticker.sql

@@ -98,17 +98,26 @@ select tick_period_ms from pgque.config
 -- name: ticker_try_lead
 select pg_catalog.pg_try_advisory_lock(pgque.ticker_lock_key())
 
--- name: ticker_resign
-select pg_catalog.pg_advisory_unlock(pgque.ticker_lock_key())
+-- name: ticker_resign_notify
+select pg_catalog.pg_advisory_unlock(pgque.ticker_lock_key()), pg_catalog.pg_notify(%s, '')
 
 -- name: ticker_sequences
 select q.queue_name,
-       coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1)
+       coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
   from pgque.queue q
  where not q.queue_ticker_paused and not q.queue_external_ticker
 
 -- name: ticker_eager
 select pgque.ticker_eager(%s, %s::interval)
+
+-- Arms the producers' wakeup, then reads the sequences (as ticker_sequences).
+-- name: ticker_arm_wake
+select queue_name, event_seq from pgque._ticker_arm_wake()
+
+-- A consumer's own eager tick, in one round trip: a transaction of its own,
+-- committed asynchronously as the ticker's ticks are (queue, max wait).
+-- name: consumer_tick
+begin; set local synchronous_commit = off; select pgque.ticker_eager({}, {}::interval); commit
 
 -- name: ticker_xmin
 select pgque.xmin_horizon()
@@ -346,6 +355,9 @@ select dl_id from pgque.dlq_inspect(%s, null) order by dl_id limit %s
 -- name: listen
 listen {}
 
+-- name: unlisten
+unlisten {}
+
 -- name: vacuum
 vacuum {}
 
@@ -377,12 +389,15 @@ set client_encoding to 'UTF8'
 -- name: spark_range_sql
 select pgque.spark_range_sql(%s, %s, %s, %s, %s)
 
+-- The same through ADBC (the readers' Arrow connections): $n placeholders.
+-- name: spark_range_sql_arrow
+select pgque.spark_range_sql($1::text, $2::int8, $3::int8, $4::int4, $5::int4)
+
 -- A psycopg.sql template: {} is the query spark_range_sql returned. The event
--- columns as COPY writes them; ev_time as microseconds since the epoch.
--- name: spark_copy
-copy (select ev_id, (extract(epoch from ev_time) * 1000000)::int8, ev_type, ev_data,
-             ev_retry, ev_extra1, ev_extra2, ev_extra3, ev_extra4
-        from ({}) e) to stdout (format csv)
+-- columns in the order of the reader's Arrow batches (ADBC runs it as binary COPY).
+-- name: spark_arrow_read
+select ev_id, ev_time, ev_type, ev_data, ev_retry, ev_extra1, ev_extra2, ev_extra3, ev_extra4
+  from ({}) e
 
 -- name: spark_start_tick
 select pgque.spark_start_tick(%s, %s, %s)

@@ -235,12 +235,22 @@ begin
     end if;
 
     -- One member of the group at a time from here: the main row is the cursor.
-    select m.sub_consumer, m.sub_last_tick, t.tick_time, t.tick_event_seq into v_main
+    -- Locked by a query of that row alone: after waiting for another member,
+    -- the lock returns the row's latest version (a join would re-check the
+    -- old tick against the moved position and find nothing).
+    select m.sub_consumer, m.sub_last_tick into v_main
       from pgque.subscription m
-      join pgque.tick t on t.tick_queue = m.sub_queue and t.tick_id = m.sub_last_tick
      where m.sub_queue = v_member.sub_queue and m.sub_id = v_member.sub_id
        and m.sub_role = 'coop_main'
        for no key update of m;
+    if not found then
+        raise exception 'pgque corruption: cooperative consumer % on queue % has no main position',
+            i_consumer, i_queue using detail = 'pgque:corruption';
+    end if;
+    select v_main.sub_consumer as sub_consumer, v_main.sub_last_tick as sub_last_tick,
+           t.tick_time, t.tick_event_seq into v_main
+      from pgque.tick t
+     where t.tick_queue = v_member.sub_queue and t.tick_id = v_main.sub_last_tick;
     if not found then
         raise exception 'pgque corruption: cooperative consumer % on queue % has no main position',
             i_consumer, i_queue using detail = 'pgque:corruption';

@@ -251,7 +251,16 @@ begin
         raise exception 'pgque.receive_coop: max_return must be >= 1, got %',
             coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    perform pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, false);
+    -- Registering locks the group's row: only for a member not registered yet.
+    perform 1
+       from pgque.subscription s
+       join pgque.queue q on q.queue_id = s.sub_queue
+       join pgque.consumer c on c.co_id = s.sub_consumer
+      where q.queue_name = i_queue and s.sub_role = 'coop_member'
+        and c.co_name = pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
+    if not found then
+        perform pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, false);
+    end if;
     return query select * from pgque._receive(i_queue, i_consumer, i_subconsumer, i_dead_interval,
                                               i_max_return, null, null);
 end

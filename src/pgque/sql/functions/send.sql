@@ -164,6 +164,7 @@ begin
     perform pgque._insert_batch_routed(
         q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
         v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
+    perform pgque._wake(q.queue_id);  -- wakeup (latency)
     return v_ids;
 end
 $$;

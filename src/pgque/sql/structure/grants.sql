@@ -49,7 +49,8 @@ grant execute on function
     pgque._holds_ticker_lock(),
     pgque._ticker_next_slot(timestamptz),
     pgque._move_retry_events(integer),
-    pgque._run_extra_maint(text, text)
+    pgque._run_extra_maint(text, text),
+    pgque._ticker_arm_wake()
 to pgque_admin;
 
 grant execute on function

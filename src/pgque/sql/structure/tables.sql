@@ -206,6 +206,9 @@ create table if not exists pgque.spark_commits (
 -- Batch ids are global.
 create sequence if not exists pgque.batch_id_seq;
 
+-- The ticker's wakeup: 0 while a ticker waits for producers (functions/wakeup.sql).
+create sequence if not exists pgque.ticker_wake_seq minvalue 0 start with 1;
+
 -- Installation-wide settings; exactly one row.
 create table if not exists pgque.config (
     singleton       boolean primary key default true check (singleton),

@@ -1,0 +1,126 @@
+"""The Ticker waits for the database: idle it runs no statements, a producer's commit
+wakes it, and a standby waits for the leader's resignation instead of polling."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+import _wait
+import pgque
+from _engine import one, rows
+
+wait_for = functools.partial(_wait.wait_for, timeout=15.0)
+
+
+@pytest.fixture
+def tickers() -> Iterator[list[pgque.Ticker]]:
+    started: list[pgque.Ticker] = []
+    yield started
+    for ticker in started:
+        ticker.stop()
+
+
+@pytest.fixture
+def queue(conn: psycopg.Connection[Any]) -> str:
+    """Default thresholds (3 s max lag, 1 min idle period): only a wakeup ticks fast."""
+    one(conn, "select pgque.create_queue('q')")
+    one(conn, "select pgque.subscribe('q', 'c')")
+    return "q"
+
+
+def start(tickers: list[pgque.Ticker], dsn: str, name: str, **kwargs: Any) -> pgque.Ticker:
+    ticker = pgque.Ticker(f"{dsn} application_name={name}", **kwargs).start()
+    tickers.append(ticker)
+    return ticker
+
+
+def last_statement(conn: psycopg.Connection[Any], name: str) -> datetime | None:
+    """When the ticker's own session (the first one named ``name``; the leader's
+    maintenance connects later) last started or ended a statement (None: no session)."""
+    got = rows(conn, "select state_change from pg_stat_activity where application_name = %s"
+                     " order by backend_start limit 1", name)  # fmt: skip
+    return got[0][0] if got else None
+
+
+def quiet_for(conn: psycopg.Connection[Any], name: str, seconds: float) -> bool:
+    """True once the session has been idle, without a statement, for ``seconds``."""
+    changed = last_statement(conn, name)
+    return changed is not None and one(conn, "select clock_timestamp() - %s >= make_interval(secs => %s)",
+               changed, seconds) is True  # fmt: skip
+
+
+def test_an_idle_leader_runs_no_statements(
+    db: str, conn: psycopg.Connection[Any], queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    ticker = start(tickers, db, "idle_leader", idle_poll_interval=30)
+    wait_for(lambda: ticker.leading)
+    wait_for(lambda: quiet_for(conn, "idle_leader", 0.3))
+    before = last_statement(conn, "idle_leader")
+    time.sleep(1.0)  # the old ticker polled every 5 ms while idle: 200 statements here
+    assert last_statement(conn, "idle_leader") == before
+
+
+def test_a_commit_wakes_the_idle_leader(
+    db: str, conn: psycopg.Connection[Any], queue: str, tickers: list[pgque.Ticker], connect: Any
+) -> None:
+    ticker = start(tickers, db, "woken", idle_poll_interval=30)
+    wait_for(lambda: ticker.leading)
+    wait_for(lambda: quiet_for(conn, "woken", 0.2))
+    ticks = one(conn, "select count(*) from pgque.tick")
+    producer = connect(autocommit=False)
+    one(producer, "select pgque.send('q', '{\"n\": 1}'::jsonb)")
+    sent = time.monotonic()
+    producer.commit()
+    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+    # Far below the 30 s safety poll and the queue's 3 s max lag: the commit woke it.
+    assert time.monotonic() - sent < 2.0
+    assert one(conn, "select count(*) from pgque.tick") > ticks
+
+
+def test_events_keep_flowing_through_wakeups(
+    db: str, conn: psycopg.Connection[Any], queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    ticker = start(tickers, db, "flowing", idle_poll_interval=30)
+    wait_for(lambda: ticker.leading)
+    got: list[int] = []
+    for n in range(30):
+        one(conn, "select pgque.send('q', %s::text::jsonb)", str(n))
+        wait_for(lambda: (msgs := rows(conn, "select payload, batch_id from pgque.receive('q', 'c')"))
+                 != [] and not got.extend(int(m[0]) for m in msgs)
+                 and one(conn, "select pgque.ack(%s)", msgs[0][1]) == 1, timeout=5)  # fmt: skip
+    assert got == list(range(30))
+
+
+def test_a_standby_waits_quietly_and_takes_over_when_the_leader_resigns(
+    db: str, conn: psycopg.Connection[Any], queue: str, tickers: list[pgque.Ticker]
+) -> None:
+    first = start(tickers, db, "first", idle_poll_interval=30)
+    wait_for(lambda: first.leading)
+    second = start(tickers, db, "second", idle_poll_interval=30, standby_interval=60)
+    wait_for(lambda: quiet_for(conn, "second", 0.5))
+    before = last_statement(conn, "second")
+    time.sleep(1.0)
+    assert last_statement(conn, "second") == before and not second.leading
+    first.stop()
+    stopped = time.monotonic()
+    wait_for(lambda: second.leading, timeout=10)
+    assert time.monotonic() - stopped < 5  # the resignation, not the 60 s standby try
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+
+
+def test_a_standby_stops_promptly(db: str, queue: str, tickers: list[pgque.Ticker]) -> None:
+    leader = start(tickers, db, "leader", idle_poll_interval=30)
+    wait_for(lambda: leader.leading)
+    standby = start(tickers, db, "standby", standby_interval=60)
+    stopping = time.monotonic()
+    standby.stop()
+    assert standby._thread is not None and not standby._thread.is_alive()
+    assert time.monotonic() - stopping < 2
