@@ -68,6 +68,50 @@ def _chart(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def _curves(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
+    """For rows sized in ``extra["size"]`` (the scale case): per operation, each
+    target's median against the size, both axes logarithmic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    units: dict[str, str] = {}
+    for row in rows:
+        sizes = row["extra"].get("size")
+        if not sizes:
+            return False
+        operation = row["workload"].rsplit(" at ", 1)[0]
+        units[operation] = row["unit"]
+        lines.setdefault(operation, {}).setdefault(row["target"], []).append(
+            (sizes[0], max(row["median"], 1e-3)))  # fmt: skip
+    if not lines:
+        return False
+    columns = 2
+    count = (len(lines) + columns - 1) // columns
+    fig, axes = plt.subplots(count, columns, figsize=(10, 2.8 * count), squeeze=False)
+    for ax, (operation, targets) in zip(axes.flat, lines.items(), strict=False):
+        for name, points in targets.items():
+            points.sort()
+            color = "#3f51b5" if name.startswith("pgque") else "#9e9e9e"
+            xs, ys = [x for x, _ in points], [y for _, y in points]
+            ax.plot(xs, ys, marker="o", color=color, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(operation, fontsize=7.5)
+        ax.set_ylabel(units[operation], fontsize=7)
+        ax.tick_params(labelsize=6.5)
+        ax.legend(fontsize=6.5)
+    for ax in list(axes.flat)[len(lines) :]:
+        ax.axis("off")
+    fig.suptitle(f"{case}: cost against size (pgque in blue; log-log)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, format="svg")
+    plt.close(fig)
+    return True
+
+
 def _table(rows: list[dict[str, Any]]) -> Iterable[str]:
     extras = sorted({k for r in rows for k in r["extra"]})
     head = ["target", "median (min-max)", "unit", "÷ first row", *extras, "notes"]
@@ -137,7 +181,7 @@ def render(doc: dict[str, Any], charts_dir: Path, link_prefix: str) -> str:
         for workload, wrows in groupby(members, key=lambda r: r["workload"]):
             out += ["", f"### {workload}", "", *_table(list(wrows))]
         chart = charts_dir / f"{case}.svg"
-        if _chart(case, members, chart):
+        if _curves(case, members, chart) or _chart(case, members, chart):
             out += ["", f"![{case}]({link_prefix}{chart.name})"]
     out += ["", "## How to run", "",
             "```sh", "pip install '.[bench]'", "python -m benchmarks run --json results.json",

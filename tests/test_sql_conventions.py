@@ -33,6 +33,7 @@ def names(text: str) -> set[str]:
 KEPT_NAMES: dict[str, set[str]] = {
     "_batch_tables": names("q"),
     "_first_event_unticked": names("q"),
+    "_event_table_name": names("q"),
     "_queue_relation": names("q"),
     "_spark_missing_tick": names("q"),
     "_spark_subscription": names("q"),

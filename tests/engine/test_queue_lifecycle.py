@@ -225,21 +225,28 @@ def test_insert_router_routes_every_queue_and_table(conn: psycopg.Connection[Any
 
 
 def test_insert_router_falls_back_for_unknown_queues(conn: psycopg.Connection[Any]) -> None:
-    """A router built before a queue existed still inserts, through dynamic SQL."""
+    """A queue no router branch knows (an id beyond the tree) still inserts, dynamically."""
     make_queue(conn, "q")
+    # The dynamic path finds the table by the queue's id; the top router sends
+    # ids beyond its 128 x 128 x 16 branches there.
     conn.execute(
-        "select pgque._insert_routed(424242, 0, 'pgque.event_1_0', 77, now(), null, null,"
+        "select pgque._insert_dynamic(1, 0, 77, now(), null, null,"
         " 't', 'fallback', null, null, null, null)"
     )
     assert one(conn, "select ev_data from pgque.event_1_0 where ev_id = 77") == "fallback"
     conn.execute(
-        "select pgque._insert_batch_routed(424242, 0, 'pgque.event_1_0', array[78, 79],"
+        "select pgque._insert_batch_dynamic(1, 0, array[78, 79],"
         " array['a', 'b'], array[null, 'u'], 't', null, array['x', null], null, null)"
     )
     assert rows(
         conn, "select ev_id, ev_type, ev_data, ev_extra2 from pgque.event_1_0 where ev_id > 77"
         " order by ev_id",
     ) == [(78, "t", "a", "x"), (79, "u", "b", None)]  # fmt: skip
+    with pytest.raises(psycopg.errors.NoDataFound):
+        conn.execute(
+            "select pgque._route_event(262144, 0, 80, now(), null, null,"
+            " 't', 'no such queue', null, null, null, null)"
+        )
 
 
 def test_key_operations_write_structured_log_events(conn: psycopg.Connection[Any]) -> None:

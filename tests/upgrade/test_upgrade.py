@@ -170,10 +170,10 @@ SHAPE_QUERIES = {
     "functions": (
         "select p.oid::regprocedure::text, pg_catalog.pg_get_function_result(p.oid),"
         " p.proacl::text, p.prosecdef, p.proconfig::text, p.provolatile, p.proisstrict,"
-        # The insert routers are generated from the list of queues: their bodies differ.
-        " case when p.proname not in ('_insert_routed', '_insert_batch_routed')"
-        " then md5(p.prosrc) end"
+        " md5(p.prosrc)"
         " from pg_catalog.pg_proc p where p.pronamespace = 'pgque'::regnamespace"
+        # The middle and leaf insert routers exist for the queues there are.
+        " and p.proname !~ '^_route_(event|batch)_[ml][0-9]+$'"
     ),
     "columns": (
         "select c.relname, c.relkind::text, c.relacl::text, c.reloptions::text, a.attname,"

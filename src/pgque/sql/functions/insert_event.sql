@@ -11,20 +11,22 @@ as $$
 declare
     v_queue_id integer;
     v_cur_table integer;
-    v_table text;
     v_disabled boolean;
     v_seq_id bigint;
+    v_txid xid8;
+    v_routed integer;
 begin
     -- Take the top-level txid before reading queue_cur_table: a writer that
     -- lands in the old table after a rotation then always has a txid below
-    -- the rotation's step 2, which batch table selection relies on.
-    perform pg_catalog.pg_current_xact_id();
+    -- the rotation's step 2, which batch table selection relies on. (An
+    -- assignment, not PERFORM: PL/pgSQL evaluates it without the executor.)
+    v_txid := pg_catalog.pg_current_xact_id();
 
     -- The sequence advances on every call, explicit ids included: the ticker
     -- watches it to notice activity.
-    select q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+    select q.queue_id, q.queue_cur_table,
            q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
-      into v_queue_id, v_cur_table, v_table, v_disabled, v_seq_id
+      into v_queue_id, v_cur_table, v_disabled, v_seq_id
       from pgque.queue q
      where q.queue_name = i_queue_name;
     if not found then
@@ -34,11 +36,10 @@ begin
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
 
-    perform pgque._insert_routed(
-        v_queue_id, v_cur_table, v_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
+    v_routed := pgque._route_event(
+        v_queue_id, v_cur_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
-    perform pgque._wake(v_queue_id);  -- wakeup (latency)
     return coalesce(i_ev_id, v_seq_id);
 end
 $$;

@@ -3,176 +3,336 @@
 -- Which table an event goes to depends on the queue and its current table,
 -- so a single insert would need dynamic SQL, planned again on every call
 -- (the PgQ C extension caches one plan per queue instead). pgque generates
--- _insert_routed() (one event) and _insert_batch_routed() (send_batch's
--- arrays): a binary search over queue ids down to one static INSERT per
--- event table, whose plans PL/pgSQL caches per session. create_queue and
--- drop_queue regenerate them; a queue they do not know yet (a router built
--- from an older snapshot) falls through to dynamic SQL, so it is only ever
--- slower, never wrong.
+-- PL/pgSQL functions holding one static INSERT per event table, whose plans
+-- each session caches.
+--
+-- The routers form a tree of fixed shape, so that no function grows with the
+-- number of queues and creating a queue rewrites one small function:
+--
+--   _route_event            top: 128 branches, one per 2,048 queue ids
+--   _route_event_m<m>       middle m: 128 branches, one per 16 queue ids
+--   _route_event_l<k>       leaf k: the queues with ids 16k .. 16k+15,
+--                           one static INSERT per event table
+--
+-- (and _route_batch* alike for send_batch's arrays). The top is written by
+-- the install; a middle router when its first queue is created, and never
+-- changed after; a leaf by every create_queue and drop_queue of its queues.
+-- A session therefore compiles three small functions on its first send, and
+-- a new queue invalidates only its leaf in other sessions. Each level is
+-- called as a plain expression, which PL/pgSQL evaluates without the
+-- executor. Queue ids from 262,144 on have no branch and take the dynamic
+-- path: only ever slower, never wrong.
 
--- Internal: the generic fallback, also the router's body before any queue exists.
-create or replace function pgque._insert_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
-    i_ev_type text, i_ev_data text,
-    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns void
-language plpgsql
+-- Internal: the tree's shape.
+create or replace function pgque._router_fanout()
+returns integer
+language sql immutable
+as $$ select 128 $$;
+
+create or replace function pgque._router_leaf_size()
+returns integer
+language sql immutable
+as $$ select 16 $$;
+
+-- Internal: the parameters, pass-through arguments and per-table INSERT of
+-- one router kind: 'event' (one event, every field given) or 'batch'
+-- (send_batch's parallel arrays; each array but i_payloads may be NULL,
+-- meaning all NULL, and i_type is used where i_types is NULL).
+create or replace function pgque._router_kind(
+    i_kind text, out params text, out args text, out insert_sql text)
+language plpgsql immutable
 as $$
 begin
-    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+    if i_kind = 'event' then
+        params := 'i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,'
+               || ' i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,'
+               || ' i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text';
+        args := 'i_queue_id, i_table, i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type,'
+             || ' i_ev_data, i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4';
+        insert_sql := 'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+                   || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+                   || ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
+                   || ' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4)';
+    elsif i_kind = 'batch' then
+        params := 'i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],'
+               || ' i_types text[], i_type text,'
+               || ' i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[]';
+        args := 'i_queue_id, i_table, i_ids, i_payloads, i_types, i_type,'
+             || ' i_extra1, i_extra2, i_extra3, i_extra4';
+        -- The multi-array unnest walks the parallel arrays together. It
+        -- exists only unqualified: the callers are definer functions with
+        -- search_path pinned.
+        insert_sql := 'insert into %s (ev_id, ev_time, ev_type, ev_data,'
+                   || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+                   || ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
+                   || ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
+                   || ' as b(id, p, t, e1, e2, e3, e4)';
+    else
+        raise exception 'pgque internal error: no router kind %', i_kind
+            using detail = 'pgque:assertion_failed';
+    end if;
+end
+$$;
+
+-- Internal: the schema-qualified name of event table i_table of queue q,
+-- proven to be the queue's own.
+create or replace function pgque._event_table_name(q pgque.queue, i_table integer)
+returns text
+language sql stable
+as $$
+    select pg_catalog.format('pgque.%I', c.relname)
+      from pg_catalog.pg_class c
+     where c.oid = pgque._queue_relation(q, i_table::text)
+$$;
+
+-- Internal: the dynamic path, for a queue no router branch knows. The table
+-- is found by the queue's id and proven to be its own.
+create or replace function pgque._insert_dynamic(
+    i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns integer
+language plpgsql
+as $$
+declare
+    q pgque.queue%rowtype;
+begin
+    select * into strict q from pgque.queue where queue_id = i_queue_id;
+    execute 'insert into ' || pgque._event_table_name(q, i_table)
          || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
          || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
          || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
       using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
             i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+    return 1;
 end
 $$;
 
--- Internal: the batch router's fallback, planned on each call (see _send_batch
--- for the arrays: every one but i_payloads may be NULL, meaning all NULL).
+-- Internal: the batch router's dynamic path (see _insert_dynamic).
 create or replace function pgque._insert_batch_dynamic(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ids bigint[], i_payloads text[], i_types text[], i_type text,
+    i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],
+    i_types text[], i_type text,
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns void
+returns integer
 language plpgsql
 as $$
+declare
+    q pgque.queue%rowtype;
 begin
-    -- One multi-array unnest walks the parallel arrays together (a NULL array
-    -- reads as all NULL). The multi-array form exists only unqualified: the
-    -- callers are definer functions with search_path pinned.
-    execute 'insert into ' || pgque.quote_fqname(i_table_name)
+    select * into strict q from pgque.queue where queue_id = i_queue_id;
+    execute 'insert into ' || pgque._event_table_name(q, i_table)
          || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
          || ' select id, pg_catalog.now(), coalesce(t, $4), p, e1, e2, e3, e4'
          || ' from unnest($1, $2, $3, $5, $6, $7, $8) as b(id, p, t, e1, e2, e3, e4)'
       using i_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4;
+    return 1;
 end
 $$;
 
--- Internal: the batch router before any queue exists (regenerated by
--- _rebuild_insert_router; defined here so that the grants cover it).
-create or replace function pgque._insert_batch_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ids bigint[], i_payloads text[], i_types text[], i_type text,
-    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns void
-language plpgsql
-as $$
-begin
-    perform pgque._insert_batch_dynamic(i_queue_id, i_table, i_table_name, i_ids, i_payloads,
-                                        i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
-end
-$$;
-
--- Internal: router code for the queues in i_queues (sorted by id): i_statement
--- (a format() string whose %s is the event table) per queue and table.
-create or replace function pgque._router_code(i_queues pgque.queue[], i_statement text)
+-- Internal: PL/pgSQL code that branches on the integer expression i_var by
+-- binary search over i_keys (ascending) and runs i_codes[i] when it equals
+-- i_keys[i]; when none matches, control falls through past the code.
+create or replace function pgque._router_branches(i_var text, i_keys integer[], i_codes text[])
 returns text
 language plpgsql immutable
 as $$
 declare
-    n integer := coalesce(pg_catalog.cardinality(i_queues), 0);
+    n integer := coalesce(pg_catalog.cardinality(i_keys), 0);
     half integer;
-    q pgque.queue;
     v_code text := '';
-    v_tables text;
     i integer;
 begin
     if n = 0 then
         return '';
     end if;
-    if n > 8 then
+    if n > 4 then
         half := n / 2;
-        return pg_catalog.format(
-            E'if i_queue_id < %s then\n%s\nelse\n%s\nend if;\n',
-            i_queues[half + 1].queue_id,
-            pgque._router_code(i_queues[1:half], i_statement),
-            pgque._router_code(i_queues[half + 1:n], i_statement));
+        return pg_catalog.format(E'if %s < %s then\n%s\nelse\n%s\nend if;\n',
+            i_var, i_keys[half + 1],
+            pgque._router_branches(i_var, i_keys[1:half], i_codes[1:half]),
+            pgque._router_branches(i_var, i_keys[half + 1:n], i_codes[half + 1:n]));
     end if;
-    foreach q in array i_queues loop
-        v_tables := '';
-        for i in 0 .. q.queue_ntables - 1 loop
-            v_tables := v_tables || pg_catalog.format(
-                E'%s i_table = %s then\n    %s\n    return;\n',
-                case when i = 0 then 'if' else 'elsif' end, i,
-                pg_catalog.format(i_statement, pgque.quote_fqname(q.queue_data_pfx || '_' || i)));
-        end loop;
-        v_code := v_code || pg_catalog.format(
-            E'%s i_queue_id = %s then\n%send if;\n',
-            case when v_code = '' then 'if' else 'elsif' end, q.queue_id, v_tables);
+    for i in 1 .. n loop
+        v_code := v_code || pg_catalog.format(E'%s %s = %s then\n%s\n',
+            case when i = 1 then 'if' else 'elsif' end, i_var, i_keys[i], i_codes[i]);
     end loop;
     return v_code || E'end if;\n';
 end
 $$;
 
--- Internal: the single-event router code for the queues in i_queues.
-create or replace function pgque._insert_router_code(i_queues pgque.queue[])
-returns text
-language sql immutable
-as $$
-    select pgque._router_code(i_queues,
-        'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-        ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
-        ' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);')
-$$;
-
--- Internal: regenerates _insert_routed() and _insert_batch_routed() for the
--- queues that exist now.
-create or replace function pgque._rebuild_insert_router()
+-- Internal: writes one router function (name, kind, body) of the tree,
+-- reachable only by its owner's definer functions.
+create or replace function pgque._write_router(i_name text, i_kind text, i_body text)
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_queues pgque.queue[];
+    k record;
 begin
-    -- One rebuild at a time (key 0 of the tick lock class: no queue has id
-    -- 0); the next statement then sees the queues the previous one saw.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), 0);
-    select pg_catalog.array_agg(q order by q.queue_id) into v_queues from pgque.queue q;
-    execute pg_catalog.format($ddl$
-create or replace function pgque._insert_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ev_id bigint, i_ev_time timestamptz, i_ev_owner integer, i_ev_retry integer,
-    i_ev_type text, i_ev_data text,
-    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns void
-language plpgsql
-as $router$
-begin
-%s
-    -- Not routed (a queue newer than this router): plan the insert now.
-    execute 'insert into ' || pgque.quote_fqname(i_table_name)
-         || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-         || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-         || ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)'
-      using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
-            i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
-end
-$router$
-$ddl$, pgque._insert_router_code(v_queues));
-    execute pg_catalog.format($ddl$
-create or replace function pgque._insert_batch_routed(
-    i_queue_id integer, i_table integer, i_table_name text,
-    i_ids bigint[], i_payloads text[], i_types text[], i_type text,
-    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns void
-language plpgsql
-as $router$
-begin
-%s
-    -- Not routed (a queue newer than this router).
-    perform pgque._insert_batch_dynamic(i_queue_id, i_table, i_table_name, i_ids, i_payloads,
-                                        i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
-end
-$router$
-$ddl$, pgque._router_code(v_queues,
-        'insert into %s (ev_id, ev_time, ev_type, ev_data,'
-        ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
-        ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
-        ' as b(id, p, t, e1, e2, e3, e4);'));
+    k := pgque._router_kind(i_kind);
+    execute pg_catalog.format(
+        E'create or replace function pgque.%I(%s)\nreturns integer\nlanguage plpgsql\n'
+        || E'as $router$\n%s$router$',
+        i_name, k.params, i_body);
+    execute pg_catalog.format('revoke all on function pgque.%I(%s) from public', i_name, k.params);
 end
 $$;
+
+-- Internal: the code that hands the call to router i_name, or to the
+-- dynamic path when i_name is NULL.
+create or replace function pgque._router_call(i_kind text, i_name text)
+returns text
+language sql immutable
+as $$
+    select pg_catalog.format('    return pgque.%s(%s);',
+        case when i_name is not null then pg_catalog.quote_ident(i_name)
+             when i_kind = 'event' then '_insert_dynamic'
+             else '_insert_batch_dynamic' end,
+        (pgque._router_kind(i_kind)).args)
+$$;
+
+-- Internal: writes the top router of a kind (fixed; the install does it).
+create or replace function pgque._write_top_router(i_kind text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
+begin
+    perform pgque._write_router('_route_' || i_kind, i_kind, pg_catalog.format(
+        E'declare\n    m integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
+        v_span,
+        pgque._router_branches('m',
+            array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || g)
+                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+        pgque._router_call(i_kind, null)));
+end
+$$;
+
+-- Internal: writes middle router m of a kind unless it exists (its code
+-- depends on m only).
+create or replace function pgque._ensure_middle_router(i_kind text, i_middle integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_name text := '_route_' || i_kind || '_m' || i_middle;
+    v_first integer := i_middle * pgque._router_fanout();
+begin
+    -- One writer per middle router (keys below the leaves' in _update_router).
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
+        -1 - pgque._router_fanout() * pgque._router_fanout() - i_middle);
+    if exists (select 1 from pg_catalog.pg_proc
+                where pronamespace = 'pgque'::regnamespace and proname = v_name) then
+        return;
+    end if;
+    perform pgque._write_router(v_name, i_kind, pg_catalog.format(
+        E'declare\n    k integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
+        pgque._router_leaf_size(),
+        pgque._router_branches('k',
+            array(select v_first + g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
+                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+        pgque._router_call(i_kind, null)));
+end
+$$;
+
+-- Internal: writes leaf router k of a kind for the queues that exist now
+-- with ids 16k .. 16k+15: one static INSERT per event table, each table
+-- proven to be its queue's own.
+create or replace function pgque._write_leaf_router(i_kind text, i_leaf integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_insert text := (pgque._router_kind(i_kind)).insert_sql;
+    v_ids integer[];
+    v_codes text[];
+begin
+    select pg_catalog.array_agg(q.queue_id order by q.queue_id),
+           pg_catalog.array_agg(pgque._router_branches('i_table',
+               array(select t from pg_catalog.generate_series(0, q.queue_ntables - 1) t),
+               array(select pg_catalog.format(E'    %s;\n    return 1;',
+                                pg_catalog.format(v_insert, pgque._event_table_name(q, t)))
+                       from pg_catalog.generate_series(0, q.queue_ntables - 1) t))
+               order by q.queue_id)
+      into v_ids, v_codes
+      from pgque.queue q
+     where q.queue_id / pgque._router_leaf_size() = i_leaf;
+    perform pgque._write_router('_route_' || i_kind || '_l' || i_leaf, i_kind,
+        E'begin\n' || pgque._router_branches('i_queue_id', v_ids, v_codes)
+        || pgque._router_call(i_kind, null) || E'\nend\n');
+end
+$$;
+
+-- Internal: brings the routers of queue id i_queue_id's leaf up to date
+-- (create_queue and drop_queue call it in their transaction).
+create or replace function pgque._update_router(i_queue_id integer)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_kind text;
+    v_leaf integer := i_queue_id / pgque._router_leaf_size();
+begin
+    if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
+        return;  -- beyond the tree: the dynamic path
+    end if;
+    -- One writer per leaf at a time (the tick lock class, keyed by the
+    -- negated leaf: queue ids are positive); the statements after the lock
+    -- see the queues the previous writer committed.
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), -1 - v_leaf);
+    foreach v_kind in array array['event', 'batch'] loop
+        perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
+        perform pgque._write_leaf_router(v_kind, v_leaf);
+    end loop;
+end
+$$;
+
+-- Internal: writes every router anew: the tops and, for the queues that
+-- exist, their middle and leaf routers (the install runs it, after dropping
+-- the routines of the previous build).
+create or replace function pgque._rebuild_routers()
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_kind text;
+    v_queue_id integer;
+begin
+    foreach v_kind in array array['event', 'batch'] loop
+        perform pgque._write_top_router(v_kind);
+    end loop;
+    for v_queue_id in
+        select pg_catalog.min(queue_id) from pgque.queue
+         group by queue_id / pgque._router_leaf_size() order by 1
+    loop
+        perform pgque._update_router(v_queue_id);
+    end loop;
+end
+$$;
+
+-- The tops before the install writes them (so that the grants cover the
+-- names): every call takes the dynamic path.
+create or replace function pgque._route_event(
+    i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,
+    i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
+    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns integer
+language sql
+as $$ select pgque._insert_dynamic($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) $$;
+
+create or replace function pgque._route_batch(
+    i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],
+    i_types text[], i_type text,
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns integer
+language sql
+as $$ select pgque._insert_batch_dynamic($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) $$;

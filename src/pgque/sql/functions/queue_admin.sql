@@ -56,9 +56,10 @@ begin
     select c.oid into v_rel
       from pg_catalog.pg_class c
      where c.relnamespace = 'pgque'::regnamespace and c.relname = v_name and c.relkind = v_kind
-       and (v_kind = 'S' or exists (
-            select 1 from pg_catalog.pg_inherits i
-             where i.inhrelid = c.oid and i.inhparent = v_parent));
+       -- The parents of this one table (by inhrelid: event_template has a
+       -- child per queue, so a lookup by parent would grow with the queues).
+       and (v_kind = 'S' or v_parent = any (array(
+            select i.inhparent from pg_catalog.pg_inherits i where i.inhrelid = c.oid)));
     if v_rel is null then
         raise exception 'pgque corruption: queue % has no % object pgque.%',
             q.queue_name, i_part, v_name using detail = 'pgque:corruption';
@@ -162,7 +163,7 @@ begin
 
     perform pgque.grant_perms(i_queue_name);
     perform pgque.tune_storage(i_queue_name);
-    perform pgque._rebuild_insert_router();
+    perform pgque._update_router(v_id);
     perform pgque.log_event('info', 'queue', 'created', pg_catalog.jsonb_build_object('queue', i_queue_name));
     -- Tick 1, so consumers can subscribe at once.
     perform pgque._tick(v_id, true);
@@ -284,7 +285,7 @@ begin
     execute pg_catalog.format('drop sequence %s, %s', pgque._queue_relation(q, 'event_seq'),
                    pgque._queue_relation(q, 'tick_seq'));
     delete from pgque.queue where queue_id = q.queue_id;
-    perform pgque._rebuild_insert_router();
+    perform pgque._update_router(q.queue_id);
     perform pgque.log_event('info', 'queue', 'dropped',
                             pg_catalog.jsonb_build_object('queue', x_queue_name, 'force', coalesce(x_force, false)));
     return 1;

@@ -161,10 +161,8 @@ begin
     -- through the router's static statement for the queue's current table.
     v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
                      from pg_catalog.generate_series(1, n));
-    perform pgque._insert_batch_routed(
-        q.queue_id, q.queue_cur_table, q.queue_data_pfx || '_' || q.queue_cur_table,
+    i := pgque._route_batch(q.queue_id, q.queue_cur_table,
         v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
-    perform pgque._wake(q.queue_id);  -- wakeup (latency)
     return v_ids;
 end
 $$;

@@ -129,6 +129,52 @@ $$;
 comment on function pgque.ticker(text) is
     'Ticks the queue when due (enough new events, max_lag passed, or idle back-off elapsed). Returns the new tick id or NULL.';
 
+-- Internal: the queues pgque.ticker() may have to tick now, found in one
+-- statement: _tick()'s tests on the queue's last tick, its previous tick
+-- (looked up only for an idle queue, and only when the time test needs it)
+-- and its event sequence. An idle queue costs an index probe on pgque.tick
+-- and one sequence read; only the queues found go through _tick(), which
+-- decides again under the queue's tick lock.
+create or replace function pgque._queues_due(
+    out queue_id integer, out queue_name text, out since_tick interval)
+returns setof record
+language sql stable
+set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_id, q.queue_name, v.lag
+      from pgque.queue q
+      left join lateral (
+            select t.tick_id, t.tick_time, t.tick_event_seq
+              from pgque.tick t
+             where t.tick_queue = q.queue_id
+             order by t.tick_id desc limit 1) l on true
+      cross join lateral (
+            -- The sequence's name follows from the id, in schema pgque.
+            select coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass(
+                       pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_id_seq'))), 1)
+                   as seq,
+                   pg_catalog.now() - l.tick_time as lag) v
+     where not q.queue_ticker_paused and not q.queue_external_ticker
+       and (l.tick_id is null
+            or case
+               when v.seq > l.tick_event_seq then
+                    -- Events arrived: enough of them, or max_lag passed.
+                    v.seq - l.tick_event_seq >= q.queue_ticker_max_count
+                    or v.lag >= q.queue_ticker_max_lag
+               when v.lag >= q.queue_ticker_max_lag / 2 then
+                    -- Idle: the geometric back-off up to ticker_idle_period.
+                    v.lag >= q.queue_ticker_idle_period
+                    or coalesce(v.lag >= 2 * (l.tick_time - (
+                           select p.tick_time from pgque.tick p
+                            where p.tick_queue = q.queue_id and p.tick_id < l.tick_id
+                            order by p.tick_id desc limit 1)), true)
+               else
+                    -- A queue's second tick does not wait for the back-off.
+                    not exists (select 1 from pgque.tick p
+                                 where p.tick_queue = q.queue_id and p.tick_id < l.tick_id)
+               end)
+$$;
+
 create or replace function pgque.ticker()
 returns bigint
 language plpgsql
@@ -138,11 +184,15 @@ declare
     v_queue_id integer;
     v_count bigint := 0;
 begin
-    -- Name order, so concurrent callers take the queues' tick locks in one order.
+    -- At most 1,000 queues per call, the longest waiting first: each tick
+    -- holds a lock until commit, and PostgreSQL's lock table is shared and
+    -- bounded (the rest tick in the next call). Then name order, so that
+    -- concurrent callers take the queues' tick locks in one order.
     for v_queue_id in
-        select queue_id from pgque.queue
-         where not queue_ticker_paused and not queue_external_ticker
-         order by queue_name
+        select d.queue_id
+          from (select * from pgque._queues_due() d0
+                 order by d0.since_tick desc nulls first limit 1000) d
+         order by d.queue_name
     loop
         if pgque._tick(v_queue_id, false) is not null then
             v_count := v_count + 1;
@@ -152,7 +202,7 @@ begin
 end
 $$;
 comment on function pgque.ticker() is
-    'Ticks every queue that is neither paused nor externally ticked. Returns how many got a tick.';
+    'Ticks the queues that are due (neither paused nor externally ticked), at most 1,000 per call, the longest waiting first. Returns how many got a tick.';
 
 create or replace function pgque.ticker(
     i_queue_name text, i_tick_id bigint, i_orig_timestamp timestamptz, i_event_seq bigint)

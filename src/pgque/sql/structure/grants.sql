@@ -196,6 +196,6 @@ begin
 end
 $owner_only$;
 
--- The insert router is generated from the queues that exist (a re-install
--- may replace the fallback body installed above).
-do $router$ begin perform pgque._rebuild_insert_router(); end $router$;
+-- The insert routers: the tops, and the middle and leaf routers of the
+-- queues that exist (the stale-routine step dropped the previous build's).
+do $router$ begin perform pgque._rebuild_routers(); end $router$;

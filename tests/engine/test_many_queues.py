@@ -1,0 +1,152 @@
+"""Thousands of queues: the insert routers keep their size, open sessions keep sending.
+
+The routers are a tree of fixed shape (``insert_router.sql``): a top with a
+branch per 2,048 queue ids, a middle router per 2,048 ids with a branch per
+16, and a leaf per 16 ids holding the static INSERTs. These tests pin the
+shape and what other sessions see when queues come and go; the costs are
+measured by the benchmark suite's ``scale`` case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from _engine import one, rows
+
+Conn = psycopg.Connection[Any]
+
+
+def create_queues(conn: Conn, prefix: str, count: int) -> list[str]:
+    """``count`` queues named ``<prefix><n>``, 100 per transaction; their names."""
+    names = [f"{prefix}{n:04d}" for n in range(count)]
+    for start in range(0, count, 100):
+        conn.execute(
+            "select pgque.create_queue(n) from unnest(%s::text[]) n",
+            (names[start : start + 100],),
+        )
+    return names
+
+
+def routers(conn: Conn) -> dict[str, tuple[int, int, str]]:
+    """Every insert router: name -> (source length, queue branches, row version)."""
+    return {
+        name: (length, branches, version)
+        for name, length, branches, version in rows(
+            conn,
+            "select p.proname, length(p.prosrc),"
+            " (select count(*) from regexp_matches(p.prosrc, 'i_queue_id = [0-9]+', 'g')),"
+            " p.xmin::text from pg_proc p"
+            " where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_route_'",
+        )
+    }
+
+
+def placed(conn: Conn, names: list[str]) -> dict[str, list[str]]:
+    """Per queue, the tables (``event_<id>_<n>``) its events are in."""
+    found: dict[str, list[str]] = {}
+    for queue, table in rows(
+        conn,
+        "select q.queue_name, c.relname from pgque.event_template e"
+        " join pg_class c on c.oid = e.tableoid"
+        " join pgque.queue q on c.relname like 'event\\_' || q.queue_id || '\\_%%'"
+        " where q.queue_name = any(%s) order by q.queue_name, e.ev_id",
+        names,
+    ):
+        found.setdefault(queue, []).append(table)
+    return found
+
+
+def test_the_routers_do_not_grow_with_the_number_of_queues(conn: Conn) -> None:
+    create_queues(conn, "a", 1)
+    small = routers(conn)
+    create_queues(conn, "b", 40)  # ids 2..41: leaves 0, 1 and 2
+    grown = routers(conn)
+    assert sorted(grown) == [
+        "_route_batch", "_route_batch_l0", "_route_batch_l1", "_route_batch_l2",
+        "_route_batch_m0", "_route_event", "_route_event_l0", "_route_event_l1",
+        "_route_event_l2", "_route_event_m0",
+    ]  # fmt: skip
+    for name in ("_route_event", "_route_batch", "_route_event_m0", "_route_batch_m0"):
+        assert grown[name][0] == small[name][0], f"{name} changed size"
+        assert grown[name][1] == 0, f"{name} branches on queue ids"
+    # A leaf holds the queues of its 16 ids: 1..15, 16..31, 32..41.
+    assert [grown[f"_route_event_l{k}"][1] for k in range(3)] == [15, 16, 10]
+    assert [grown[f"_route_batch_l{k}"][1] for k in range(3)] == [15, 16, 10]
+
+    # One more queue (id 42) rewrites its own leaves and nothing else.
+    create_queues(conn, "c", 1)
+    after = routers(conn)
+    changed = sorted(name for name in after if after[name][2] != grown[name][2])
+    assert changed == ["_route_batch_l2", "_route_event_l2"]
+    assert after["_route_event_l2"][1] == 11
+
+
+def test_a_session_older_than_100_new_queues_sends_to_all_of_them(
+    conn: Conn, connect: Any
+) -> None:
+    create_queues(conn, "old", 1)
+    sender = connect()
+    sender.execute("select pgque.send('old0000', 'compiles the routers')")
+    names = create_queues(conn, "new", 100)
+    for name in names:
+        sender.execute("select pgque.send(%s, 'hello')", (name,))
+        sender.execute("select pgque.send_batch(%s, array['a', 'b']::text[])", (name,))
+    queue_ids = dict(rows(conn, "select queue_name, queue_id from pgque.queue"))
+    assert placed(conn, names) == {
+        name: [f"event_{queue_ids[name]}_0"] * 3 for name in names
+    }
+
+
+def test_dropping_one_of_1000_queues_leaves_the_others_sending_in_open_sessions(
+    conn: Conn, connect: Any
+) -> None:
+    names = create_queues(conn, "q", 1000)
+    sessions = [connect(), connect()]
+    for session in sessions:  # each compiles every leaf
+        for name in names:
+            session.execute("select pgque.send(%s, 'before')", (name,))
+    conn.execute("select pgque.drop_queue('q0500')")  # id 501: the leaf of ids 496..511
+    names.remove("q0500")
+    for session in sessions:
+        for name in names:
+            session.execute("select pgque.send(%s, 'after')", (name,))
+        with session.transaction():
+            session.execute("select pgque.send_batch('q0501', array['x']::text[])")
+        try:
+            session.execute("select pgque.send('q0500', 'gone')")
+        except psycopg.errors.RaiseException as exc:
+            assert "queue not found: q0500" in str(exc)
+        else:
+            raise AssertionError("a send to the dropped queue succeeded")
+    counts = dict(
+        rows(
+            conn,
+            "select q.queue_name, count(*) from pgque.event_template e"
+            " join pg_class c on c.oid = e.tableoid"
+            " join pgque.queue q on c.relname like 'event\\_' || q.queue_id || '\\_%'"
+            " group by 1",
+        )
+    )
+    assert counts == {name: 4 + (2 if name == "q0501" else 0) for name in names}
+
+
+def test_ticker_ticks_only_due_queues_and_at_most_1000_per_call(conn: Conn) -> None:
+    names = create_queues(conn, "t", 1001)
+    conn.execute(
+        "select pgque.set_queue_config(n, 'ticker_max_lag', '1 hour') from unnest(%s::text[]) n",
+        (names,),
+    )
+    # Every queue has only its first tick: due at once (no back-off yet).
+    assert one(conn, "select pgque.ticker()") == 1000
+    assert one(conn, "select pgque.ticker()") == 1
+    # Now all wait for max_lag or enough events, but the one that got them.
+    assert one(conn, "select pgque.ticker()") == 0
+    conn.execute("select pgque.force_tick('t0777')")
+    assert one(conn, "select pgque.ticker()") == 1
+    assert one(
+        conn,
+        "select count(*) from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue"
+        " where q.queue_name = 't0777'",
+    ) == 3  # fmt: skip
