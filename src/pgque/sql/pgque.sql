@@ -1367,6 +1367,7 @@ begin
         v_queue_id, v_cur_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
+    perform pgque._wake(v_queue_id);  -- wakeup (latency)
     return coalesce(i_ev_id, v_seq_id);
 end
 $$;
@@ -3357,6 +3358,7 @@ begin
                      from pg_catalog.generate_series(1, n));
     i := pgque._route_batch(q.queue_id, q.queue_cur_table,
         v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
+    perform pgque._wake(q.queue_id);  -- wakeup (latency)
     return v_ids;
 end
 $$;

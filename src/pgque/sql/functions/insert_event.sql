@@ -40,6 +40,7 @@ begin
         v_queue_id, v_cur_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
+    perform pgque._wake(v_queue_id);  -- wakeup (latency)
     return coalesce(i_ev_id, v_seq_id);
 end
 $$;

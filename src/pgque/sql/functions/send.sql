@@ -163,6 +163,7 @@ begin
                      from pg_catalog.generate_series(1, n));
     i := pgque._route_batch(q.queue_id, q.queue_cur_table,
         v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
+    perform pgque._wake(q.queue_id);  -- wakeup (latency)
     return v_ids;
 end
 $$;
