@@ -228,7 +228,7 @@ def test_insert_router_falls_back_for_unknown_queues(conn: psycopg.Connection[An
     """A queue no router branch knows (an id beyond the tree) still inserts, dynamically."""
     make_queue(conn, "q")
     # The dynamic path finds the table by the queue's id; the top router sends
-    # ids beyond its 128 x 128 x 16 branches there.
+    # ids from 262,144 on (128 middle routers of 128 leaves of 16) there.
     conn.execute(
         "select pgque._insert_dynamic(1, 0, 77, now(), null, null,"
         " 't', 'fallback', null, null, null, null)"

@@ -996,16 +996,17 @@ $$;
 -- The routers form a tree of fixed shape, so that no function grows with the
 -- number of queues and creating a queue rewrites one small function:
 --
---   _route_event            top: 128 branches, one per 2,048 queue ids
+--   _route_event            top: a branch per 2,048 queue ids in use
 --   _route_event_m<m>       middle m: 128 branches, one per 16 queue ids
 --   _route_event_l<k>       leaf k: the queues with ids 16k .. 16k+15,
 --                           one static INSERT per event table
 --
--- (and _route_batch* alike for send_batch's arrays). The top is written by
--- the install; a middle router when its first queue is created, and never
--- changed after; a leaf by every create_queue and drop_queue of its queues.
--- A session therefore compiles three small functions on its first send, and
--- a new queue invalidates only its leaf in other sessions. Each level is
+-- (and _route_batch* alike for send_batch's arrays). A middle router is
+-- written when its first queue is created and never changed after; the top
+-- is rewritten then too (once per 2,048 ids), to branch to it; a leaf by
+-- every create_queue and drop_queue of its queues. A session therefore
+-- compiles three small functions on its first send, and a new queue
+-- invalidates only its leaf in other sessions. Each level is
 -- called as a plain expression, which PL/pgSQL evaluates without the
 -- executor. Queue ids from 262,144 on have no branch and take the dynamic
 -- path: only ever slower, never wrong.
@@ -1179,7 +1180,22 @@ as $$
         (pgque._router_kind(i_kind)).args)
 $$;
 
--- Internal: writes the top router of a kind (fixed; the install does it).
+-- Internal: the advisory lock key (tick lock class) of a router's writers:
+-- leaf k, middle router m, or the tops. Queue ids are positive, so the
+-- negative keys are the routers' own.
+create or replace function pgque._router_lock_key(i_level text, i_index integer)
+returns integer
+language sql immutable
+as $$
+    select case i_level
+           when 'leaf' then -1 - i_index
+           when 'middle' then -1 - pgque._router_fanout() * pgque._router_fanout() - i_index
+           else -1 - pgque._router_fanout() * pgque._router_fanout() - pgque._router_fanout()
+           end
+$$;
+
+-- Internal: writes the top router of a kind with a branch for every middle
+-- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
 returns void
 language plpgsql
@@ -1187,20 +1203,30 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
+    v_middles integer[];
 begin
+    -- One writer at a time; after the lock, the middle routers other
+    -- writers committed are visible.
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
+                                             pgque._router_lock_key('top', 0));
+    v_middles := array(
+        select substring(p.proname from '_m([0-9]+)$')::integer as m
+          from pg_catalog.pg_proc p
+         where p.pronamespace = 'pgque'::regnamespace
+           and p.proname ~ ('^_route_' || i_kind || '_m[0-9]+$')
+         order by m);
     perform pgque._write_router('_route_' || i_kind, i_kind, pg_catalog.format(
         E'declare\n    m integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
         v_span,
-        pgque._router_branches('m',
-            array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
-            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || g)
-                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+        pgque._router_branches('m', v_middles,
+            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
+                    from pg_catalog.unnest(v_middles) m)),
         pgque._router_call(i_kind, null)));
 end
 $$;
 
 -- Internal: writes middle router m of a kind unless it exists (its code
--- depends on m only).
+-- depends on m only), and then the top anew.
 create or replace function pgque._ensure_middle_router(i_kind text, i_middle integer)
 returns void
 language plpgsql
@@ -1210,9 +1236,8 @@ declare
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
 begin
-    -- One writer per middle router (keys below the leaves' in _update_router).
     perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-        -1 - pgque._router_fanout() * pgque._router_fanout() - i_middle);
+                                             pgque._router_lock_key('middle', i_middle));
     if exists (select 1 from pg_catalog.pg_proc
                 where pronamespace = 'pgque'::regnamespace and proname = v_name) then
         return;
@@ -1225,6 +1250,7 @@ begin
             array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
                     from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
         pgque._router_call(i_kind, null)));
+    perform pgque._write_top_router(i_kind);
 end
 $$;
 
@@ -1271,10 +1297,10 @@ begin
     if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
         return;  -- beyond the tree: the dynamic path
     end if;
-    -- One writer per leaf at a time (the tick lock class, keyed by the
-    -- negated leaf: queue ids are positive); the statements after the lock
-    -- see the queues the previous writer committed.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), -1 - v_leaf);
+    -- One writer per leaf at a time; the statements after the lock see the
+    -- queues the previous writer committed.
+    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
+                                             pgque._router_lock_key('leaf', v_leaf));
     foreach v_kind in array array['event', 'batch'] loop
         perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
         perform pgque._write_leaf_router(v_kind, v_leaf);
@@ -1367,7 +1393,11 @@ begin
         v_queue_id, v_cur_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
-    perform pgque._wake(v_queue_id);  -- wakeup (latency)
+    -- wakeup (latency): _wake's own first test, as a simple expression here,
+    -- so that a send costs no executor run while no ticker waits.
+    if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) = 0 then
+        perform pgque._wake(v_queue_id);
+    end if;
     return coalesce(i_ev_id, v_seq_id);
 end
 $$;

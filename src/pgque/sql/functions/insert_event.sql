@@ -40,7 +40,11 @@ begin
         v_queue_id, v_cur_table, coalesce(i_ev_id, v_seq_id), coalesce(i_ev_time, pg_catalog.now()),
         i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
         i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4);
-    perform pgque._wake(v_queue_id);  -- wakeup (latency)
+    -- wakeup (latency): _wake's own first test, as a simple expression here,
+    -- so that a send costs no executor run while no ticker waits.
+    if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) = 0 then
+        perform pgque._wake(v_queue_id);
+    end if;
     return coalesce(i_ev_id, v_seq_id);
 end
 $$;
