@@ -225,9 +225,11 @@ def main(argv: list[str] | None = None) -> int:
 
         from pyspark.sql import SparkSession
 
+        builder = SparkSession.builder
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: run locally
+            builder = builder.master("local[2]")
         spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("pgque-spark-orders")
+            builder.appName("pgque-spark-orders")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")

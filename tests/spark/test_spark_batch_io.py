@@ -7,7 +7,15 @@ from typing import Any
 
 import psycopg
 import pytest
-from spark_helpers import error_text, orders, queue_events, require_spark, send, staged
+from spark_helpers import (
+    error_text,
+    orders,
+    queue_events,
+    require_spark,
+    send,
+    send_ids,
+    staged,
+)
 
 from _engine import make_queue, one
 
@@ -163,3 +171,34 @@ def test_bad_reads_fail_at_start(spark: Any, conn: Conn, db: str, q: str) -> Non
             "queue", q
         ).option("startTick", "1").load().collect()
     assert "'msg_id' must be bigint, not string" in error_text(info.value)
+
+
+def test_payload_schema_reads_a_struct_and_the_sink_writes_it_back_as_json(
+    spark: Any, conn: Conn, db: str, q: str
+) -> None:
+    make_queue(conn, "copy")
+    end = send(conn, q, orders(0, 30))
+    df = read(spark, db, startTick=1, endTick=end, numPartitions=3,
+              payloadSchema="order long, region string, amount int")  # fmt: skip
+    assert df.schema["payload"].dataType.simpleString() == (
+        "struct<order:bigint,region:string,amount:int>"
+    )
+    top = df.where("payload.region = 'eu' and payload.amount > 3").select("payload.order")
+    assert sorted(r.order for r in top.collect()) == [i for i in range(30) if i % 2 and i % 7 > 3]
+    # No to_json: the struct column goes back as JSON text.
+    write(df.select("payload", "type"), db, queue="copy")
+    sent = sorted((json.loads(e[1]) for e in queue_events(conn, "copy")), key=lambda p: p["order"])
+    assert sent == [json.loads(p) for p in orders(0, 30)]
+
+
+def test_a_payload_that_does_not_fit_payload_schema_names_its_event(
+    spark: Any, conn: Conn, db: str, q: str
+) -> None:
+    ids = send_ids(conn, q, ['{"order": 1}', "{broken", '{"order": 3}'])
+    with pytest.raises(Exception) as info:
+        read(spark, db, startTick=1, payloadSchema="order long").collect()
+    text = error_text(info.value)
+    assert f"payload of event msg_id {ids[1]} does not fit option 'payloadSchema'" in text
+    with pytest.raises(Exception) as info:
+        read(spark, db, startTick=1, payloadSchema="order lng").collect()
+    assert "option 'payloadSchema' is not a Spark schema" in error_text(info.value)

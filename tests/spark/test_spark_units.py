@@ -245,7 +245,10 @@ TRICKY = [
 ]
 
 
-def test_read_keeps_every_value_exactly(conn: Conn, db: str, q: str) -> None:
+def test_read_keeps_every_value_exactly(
+    conn: Conn, db: str, q: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pgque.spark._read, "BATCH_BYTES", 64 << 10)
     for ev_type, data, e1, e2, e3, e4 in TRICKY:
         one(conn, "select pgque.insert_event('q', %s, %s, %s, %s, %s, %s)",
             ev_type, data, e1, e2, e3, e4)  # fmt: skip
@@ -421,3 +424,86 @@ def test_discovery_module_names_the_source() -> None:
 
     assert pyspark_pgque.DefaultSource is PgqueDataSource
     assert PgqueDataSource.name() == "pgque"
+
+
+# -- payloadSchema ------------------------------------------------------------
+
+
+def test_payload_parser_reads_json_objects_by_the_schema() -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from pgque.spark._payload import PayloadParser
+
+    struct = StructType([StructField("order_id", LongType()), StructField("region", StringType())])
+    parser = pickle.loads(pickle.dumps(PayloadParser(struct)))  # as tasks get it
+    payloads = pa.array(
+        [
+            '{"order_id": 1, "region": "eu"}',
+            '{\n  "region": "us",\n  "order_id": 2,\n  "unknown": [1, 2]\n}',  # pretty, extra key
+            None,
+            '{"order_id": 4}',  # a missing key is NULL
+            '{"region": "line\\nbreak"}',
+        ]
+    )
+    parsed = parser.parse(payloads, pa.array([10, 11, 12, 13, 14], pa.int64()))
+    assert parsed.type == parser.arrow_type()
+    assert parsed.to_pylist() == [
+        {"order_id": 1, "region": "eu"},
+        {"order_id": 2, "region": "us"},
+        None,
+        {"order_id": 4, "region": None},
+        {"order_id": None, "region": "line\nbreak"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ("not json", "JSON parse error"),
+        ('{"order_id": "seven"}', "order_id"),
+        ("", "an empty text"),
+        ("[1, 2]", "JSON"),
+    ],
+)
+def test_payload_parser_names_the_event_that_does_not_fit(bad: str, problem: str) -> None:
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from pgque.spark._payload import PayloadParser
+
+    parser = PayloadParser(StructType([StructField("order_id", LongType())]))
+    payloads = pa.array(['{"order_id": 1}', bad, '{"order_id": 3}'])
+    with pytest.raises(pgque.PgqueInvalidArgument) as info:
+        parser.parse(payloads, pa.array([100, 101, 102], pa.int64()))
+    message = str(info.value)
+    assert "payload of event msg_id 101 does not fit option 'payloadSchema'" in message
+    assert problem in message
+
+
+def test_payload_schema_option_errors_name_the_option() -> None:
+    from pgque.spark._payload import parse_payload_schema
+
+    assert parse_payload_schema("a long, b string", "source").simpleString() == (
+        "struct<a:bigint,b:string>"
+    )
+    nested = (
+        "`odd name` decimal(10, 2), t: timestamp, tags array<varchar(5)>,"
+        " m map<string, struct<x: double, y: array<int>>>, flag BOOLEAN"
+    )
+    expected = (
+        "struct<odd name:decimal(10,2),t:timestamp,tags:array<string>,"
+        "m:map<string,struct<x:double,y:array<int>>>,flag:boolean>"
+    )
+    assert parse_payload_schema(nested, "source").simpleString() == expected
+    assert parse_payload_schema(f"struct<{nested}>", "source").simpleString() == expected
+    as_json = parse_payload_schema(nested, "source").json()
+    assert parse_payload_schema(as_json, "source").simpleString() == expected
+    for bad, message in (
+        ("a lng", "option 'payloadSchema' is not a Spark schema"),
+        ('{"type": "nonsense"}', "option 'payloadSchema' is not a Spark schema"),
+        ("a long,", "option 'payloadSchema' is not a Spark schema"),
+        ("a array<int", "option 'payloadSchema' is not a Spark schema"),
+    ):
+        with pytest.raises(pgque.PgqueInvalidArgument, match=message):
+            parse_payload_schema(bad, "source")
+    with pytest.raises(pgque.PgqueInvalidArgument, match="option 'payloadSchema' must not be"):
+        parse_source_options(src_opts("x", payloadSchema=" "), streaming=True)

@@ -1,6 +1,7 @@
 """PySpark connector: read pgque queues as streams or tables, write DataFrames into queues.
 
-Needs PySpark 4.2 or later and pyarrow (``pip install '.[spark]'``), on
+Needs PySpark 4.2 or later, pyarrow and adbc-driver-postgresql (``pip
+install '.[spark]'`` from the pgque clone), on
 the driver and on the workers: Spark starts workers with ``python3`` from
 ``PATH`` unless ``PYSPARK_PYTHON`` names another interpreter.
 
@@ -23,11 +24,13 @@ from __future__ import annotations
 from typing import Any
 
 try:
+    import adbc_driver_postgresql  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
     import pyarrow  # type: ignore[import-untyped]  # noqa: F401
     import pyspark
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        f"pgque.spark needs pyspark and pyarrow ({exc}); install them from the pgque clone"
+        f"pgque.spark needs pyspark, pyarrow and adbc-driver-postgresql ({exc}); install"
+        " them from the pgque clone"
         " with: pip install '.[spark]'"
     ) from exc
 

@@ -35,11 +35,13 @@ _NAMES = {
         "startTick",
         "endTick",
         "type",
+        "payloadSchema",
     )
 }
 _STREAM_READ = {"dsn", "queue", "consumer", "numPartitions", "maxTicksPerTrigger",
-                "maxEventsPerTrigger", "startingPosition"}  # fmt: skip
-_BATCH_READ = {"dsn", "queue", "consumer", "numPartitions", "startTick", "endTick"}
+                "maxEventsPerTrigger", "startingPosition", "payloadSchema"}  # fmt: skip
+_BATCH_READ = {"dsn", "queue", "consumer", "numPartitions", "startTick", "endTick",
+               "payloadSchema"}  # fmt: skip
 _WRITE = {"dsn", "queue", "type"}
 # Added by Spark itself, not by the user.
 _SPARK_KEYS = {"checkpointlocation"}
@@ -63,6 +65,8 @@ class SourceOptions:
     starting_position: str = "consumer"
     start_tick: int | None = None
     end_tick: int | None = None
+    payload_schema: str | None = None
+    """Option ``payloadSchema`` as given (parsed by ``pgque.spark._payload``)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,13 @@ def _tick(values: dict[str, str], name: str, what: str) -> int | None:
     return int(raw.strip())
 
 
+def _payload_schema(values: dict[str, str], what: str) -> str | None:
+    raw = values.get("payloadschema")
+    if raw is not None and raw.strip() == "":
+        raise PgqueInvalidArgument(f"pgque {what}: option 'payloadSchema' must not be empty")
+    return raw
+
+
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check the options of ``spark.readStream`` (``streaming``) or ``spark.read``.
 
@@ -171,6 +182,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             max_ticks=_positive(values, "maxTicksPerTrigger", what),
             max_events=_positive(values, "maxEventsPerTrigger", what),
             starting_position=position,
+            payload_schema=_payload_schema(values, what),
         )
     start = _tick(values, "startTick", what)
     end = _tick(values, "endTick", what)
@@ -190,6 +202,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         num_partitions=parts,
         start_tick=start,
         end_tick=end,
+        payload_schema=_payload_schema(values, what),
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
+from adbc_driver_postgresql import StatementOptions  # type: ignore[import-untyped,unused-ignore]
 from psycopg import sql
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -34,8 +34,10 @@ from pyspark.sql.types import (
 
 from pgque._queries import query
 from pgque.errors import PgqueConsumerNotFound, PgqueError, PgqueInvalidArgument
+from pgque.spark._adbc import arrow_connect
 from pgque.spark._db import call, connect
 from pgque.spark._options import SourceOptions
+from pgque.spark._payload import PayloadParser
 
 __all__ = ["SCHEMA", "PgqueBatchReader", "PgqueStreamReader", "TickRange", "read_range"]
 
@@ -78,29 +80,10 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 
-ROWS_PER_BATCH = 10_000
-"""Rows per Arrow record batch handed to Spark (Spark's default batch size)."""
-
-_BYTES_PER_BATCH = 16 << 20  # or fewer rows, when they are big
-
 _MAX_LIMIT = 2**62  # a ReadMaxRows at least this big is no limit
 
-# The columns of queries.sql's spark_copy.
-_CSV_COLUMNS = ["id", "micros", "type", "payload", "retry", "e1", "e2", "e3", "e4"]
-_CSV_TYPES = {
-    "id": pa.int64(),
-    "micros": pa.int64(),
-    "retry": pa.int32(),
-    **{name: pa.string() for name in ("type", "payload", "e1", "e2", "e3", "e4")},
-}
-# COPY's CSV writes NULL as an unquoted empty field and '' as "".
-_CSV_PARSE = pa_csv.ParseOptions(newlines_in_values=True)
-_CSV_CONVERT = pa_csv.ConvertOptions(
-    column_types=_CSV_TYPES,
-    strings_can_be_null=True,
-    quoted_strings_can_be_null=False,
-    null_values=[""],
-)
+BATCH_BYTES = 16 << 20
+"""About how many bytes of rows go into one Arrow record batch handed to Spark."""
 
 
 @dataclass(frozen=True)
@@ -113,39 +96,32 @@ class TickRange(InputPartition):
     end_tick: int
     part: int
     parts: int
+    payload: PayloadParser | None = None
 
 
-def _to_batch(rows: list[bytes], start: int, end: int) -> Any:
-    """Parse whole CSV rows from COPY into an Arrow record batch of :data:`ARROW_SCHEMA`."""
-    data = b"".join(rows)
-    table = pa_csv.read_csv(
-        pa.py_buffer(data),
-        read_options=pa_csv.ReadOptions(
-            column_names=_CSV_COLUMNS, block_size=len(data) + 1, use_threads=False
-        ),
-        parse_options=_CSV_PARSE,
-        convert_options=_CSV_CONVERT,
-    ).combine_chunks()
-    n = table.num_rows
-
-    def column(name: str) -> Any:
-        return table.column(name).chunk(0)
-
+def _to_batch(batch: Any, part: TickRange) -> Any:
+    """The rows of ``spark_arrow_read`` as a record batch of the source's Arrow schema."""
+    n = batch.num_rows
+    payload = batch.column(3)
+    schema = ARROW_SCHEMA
+    if part.payload is not None:
+        payload = part.payload.parse(payload, batch.column(0))
+        schema = ARROW_SCHEMA.set(4, pa.field("payload", part.payload.arrow_type()))
     return pa.RecordBatch.from_arrays(
         [
-            column("id"),
-            pa.array([start] * n, pa.int64()),
-            pa.array([end] * n, pa.int64()),
-            column("type"),
-            column("payload"),
-            column("retry"),
-            column("micros").cast(pa.timestamp("us", tz="UTC")),
-            column("e1"),
-            column("e2"),
-            column("e3"),
-            column("e4"),
+            batch.column(0),
+            pa.repeat(pa.scalar(part.start_tick, pa.int64()), n),
+            pa.repeat(pa.scalar(part.end_tick, pa.int64()), n),
+            batch.column(2),
+            payload,
+            batch.column(4),
+            batch.column(1),
+            batch.column(5),
+            batch.column(6),
+            batch.column(7),
+            batch.column(8),
         ],
-        schema=ARROW_SCHEMA,
+        schema=schema,
     )
 
 
@@ -154,39 +130,42 @@ def read_range(part: TickRange) -> Iterator[Any]:
 
     One transaction: ``spark_range_sql`` checks both ticks exist (a clear
     error when rotation removed one) and locks the queue against rotation
-    until the transaction ends, so the read is complete or fails. The rows
-    stream out with COPY (CSV, one row per message) and are parsed by
-    pyarrow in batches.
+    until the transaction ends, so the read is complete or fails. ADBC runs
+    the range's query as binary COPY and decodes it into Arrow batches
+    (no Python step per row).
     """
     if part.start_tick == part.end_tick:
         return
-    with connect(part.dsn, autocommit=False) as conn:
-        conn.execute(query("spark_client_encoding"))
-        row = conn.execute(
-            query("spark_range_sql"),
-            (part.queue, part.start_tick, part.end_tick, part.part, part.parts),
-        ).fetchone()
-        assert row is not None
-        # The range's query is SQL that pgque built: spliced in as such.
-        copy_sql = sql.SQL(query("spark_copy")).format(sql.SQL(row[0]))
-        with conn.cursor().copy(copy_sql) as copy:
-            rows: list[bytes] = []
-            size = 0
-            while data := copy.read():
-                rows.append(bytes(data))
-                size += len(data)
-                if len(rows) >= ROWS_PER_BATCH or size >= _BYTES_PER_BATCH:
-                    yield _to_batch(rows, part.start_tick, part.end_tick)
-                    rows, size = [], 0
-            if rows:
-                yield _to_batch(rows, part.start_tick, part.end_tick)
+    with arrow_connect(part.dsn) as conn:
+        cur = conn.cursor()
+        try:
+            cur.execute(query("spark_client_encoding"))
+            cur.execute(
+                query("spark_range_sql_arrow"),
+                (part.queue, part.start_tick, part.end_tick, part.part, part.parts),
+            )
+            row = cur.fetchone()
+            assert row is not None
+            # The range's query is SQL that pgque built: spliced in as such.
+            read_sql = sql.SQL(query("spark_arrow_read")).format(sql.SQL(row[0])).as_string(None)
+            cur.adbc_statement.set_options(
+                **{StatementOptions.BATCH_SIZE_HINT_BYTES.value: str(BATCH_BYTES)}
+            )
+            cur.execute(read_sql)
+            for batch in cur.fetch_record_batch():
+                if batch.num_rows:
+                    yield _to_batch(batch, part)
+        finally:
+            cur.close()
 
 
-def _partitions(opts: SourceOptions, start: int, end: int) -> list[TickRange]:
+def _partitions(
+    opts: SourceOptions, start: int, end: int, payload: PayloadParser | None
+) -> list[TickRange]:
     if start == end:
         return []
     n = opts.num_partitions
-    return [TickRange(opts.dsn, opts.queue, start, end, i, n) for i in range(n)]
+    return [TickRange(opts.dsn, opts.queue, start, end, i, n, payload) for i in range(n)]
 
 
 def _tick_of(offset: Any, what: str) -> int:
@@ -211,9 +190,10 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     connection.
     """
 
-    def __init__(self, opts: SourceOptions) -> None:
-        """Keep the checked options; no database work yet."""
+    def __init__(self, opts: SourceOptions, payload: PayloadParser | None = None) -> None:
+        """Keep the checked options (and the ``payloadSchema`` parser); no database work yet."""
         self.opts = opts
+        self.payload = payload
         self._initial: int | None = None
         self._target: int | None = None
 
@@ -277,7 +257,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """``numPartitions`` disjoint slices (``ev_id % n``) of the tick range."""
-        return _partitions(self.opts, _tick_of(start, "start"), _tick_of(end, "end"))
+        return _partitions(self.opts, _tick_of(start, "start"), _tick_of(end, "end"), self.payload)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read one slice on an executor (its own connection)."""
@@ -301,9 +281,11 @@ class PgqueBatchReader(DataSourceReader):
     :func:`pgque.spark.advance_consumer` once the result is safe.
     """
 
-    def __init__(self, opts: SourceOptions) -> None:
-        """Keep the checked options; the range is fixed in :meth:`partitions`."""
+    def __init__(self, opts: SourceOptions, payload: PayloadParser | None = None) -> None:
+        """Keep the checked options (and the ``payloadSchema`` parser); the range is fixed
+        in :meth:`partitions`."""
         self.opts = opts
+        self.payload = payload
 
     def tick_range(self) -> tuple[int, int]:
         """Resolve and check the range (both ticks must exist)."""
@@ -334,7 +316,7 @@ class PgqueBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """The slices of the resolved range."""
         start, end = self.tick_range()
-        return _partitions(self.opts, start, end)
+        return _partitions(self.opts, start, end, self.payload)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read one slice (nothing for the placeholder Spark uses for an empty range)."""

@@ -102,17 +102,14 @@ select pg_catalog.pg_try_advisory_lock(pgque.ticker_lock_key())
 select pg_catalog.pg_advisory_unlock(pgque.ticker_lock_key()), pg_catalog.pg_notify(%s, '')
 
 -- name: ticker_sequences
-select q.queue_name,
-       coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
-  from pgque.queue q
- where not q.queue_ticker_paused and not q.queue_external_ticker
+select queue_name, event_seq, tick_event_seq from pgque._ticker_sequences()
 
 -- name: ticker_eager
 select pgque.ticker_eager(%s, %s::interval)
 
 -- Arms the producers' wakeup, then reads the sequences (as ticker_sequences).
 -- name: ticker_arm_wake
-select queue_name, event_seq from pgque._ticker_arm_wake()
+select queue_name, event_seq, tick_event_seq from pgque._ticker_arm_wake()
 
 -- A consumer's own eager tick, in one round trip: a transaction of its own,
 -- committed asynchronously as the ticker's ticks are (queue, max wait).
