@@ -296,3 +296,36 @@ def test_killed_mid_batch_then_restarted_sends_each_event_once(
     query.awaitTermination(120)
     assert sorted(copied_ids(conn, "out")) == sent
     assert staged(conn) == 0
+
+
+def test_a_database_crash_between_micro_batches_loses_and_repeats_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    import pgque
+    from pgque._cluster import TempCluster
+
+    with TempCluster(int(os.environ.get("PGQUE_TEST_PG", "18"))) as server:
+        db = server.dsn()
+        with psycopg.connect(db, autocommit=True) as conn:
+            pgque.install(conn)
+            make_queue(conn, "src")
+            make_queue(conn, "out")
+            one(conn, "select pgque.register_consumer('src', 'etl')")
+            sent = send_ids(conn, "src", orders(0, 50))
+        query = start_stream(spark, db, tmp_path, trigger=PROCESSING)
+        query.processAllAvailable()
+        # A crash (immediate stop: recovery on start, the unlogged staging table emptied)
+        # while the query runs: its next call fails to connect, or finds the server back.
+        server._run("pg_ctl", "restart", "-w", "-m", "immediate", "-l", str(server.log_file))
+        with psycopg.connect(db, autocommit=True) as conn:
+            sent += send_ids(conn, "src", orders(50, 50))
+        try:
+            query.processAllAvailable()
+        except Exception as exc:
+            assert "connect" in error_text(exc) or "terminat" in error_text(exc), exc
+        query.stop()
+        # The restarted query (same checkpoint) sends each event once.
+        run_available_now(spark, db, tmp_path)
+        with psycopg.connect(db, autocommit=True) as conn:
+            assert sorted(copied_ids(conn, "out")) == sent
+            assert staged(conn) == 0

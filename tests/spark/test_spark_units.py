@@ -154,31 +154,31 @@ def test_stream_reader_offsets_limits_and_commit(conn: Conn, db: str, q: str) ->
     reader = PgqueStreamReader(parse_source_options(src_opts(db), streaming=True))
     pickle.loads(pickle.dumps(reader))  # Spark pickles it to the executors
     start = reader.initialOffset()
-    assert start == {"tick": 1}
+    assert start == {"tick": 1, "queue": "q"}
     ticks = [send(conn, q, [f"e{i}-{j}" for j in range(10)]) for i in range(4)]
     assert reader.initialOffset() == start  # the same on a second call
     assert reader.getDefaultReadLimit() == ReadAllAvailable()
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"tick": ticks[-1]}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"tick": ticks[-1], "queue": "q"}
 
     limited = PgqueStreamReader(
         parse_source_options(src_opts(db, maxTicksPerTrigger="3"), streaming=True)
     )
     limit = limited.getDefaultReadLimit()
     assert isinstance(limit, ReadMaxRows)  # so that Spark hands a limit back
-    assert limited.latestOffset(start, limit) == {"tick": ticks[2]}
-    assert limited.latestOffset(start, ReadAllAvailable()) == {"tick": ticks[-1]}
-    assert limited.latestOffset(start, ReadMaxRows(15)) == {"tick": ticks[0]}
+    assert limited.latestOffset(start, limit) == {"tick": ticks[2], "queue": "q"}
+    assert limited.latestOffset(start, ReadAllAvailable()) == {"tick": ticks[-1], "queue": "q"}
+    assert limited.latestOffset(start, ReadMaxRows(15)) == {"tick": ticks[0], "queue": "q"}
     by_events = PgqueStreamReader(
         parse_source_options(src_opts(db, maxEventsPerTrigger="25"), streaming=True)
     )
     assert by_events.getDefaultReadLimit() == ReadMaxRows(25)
-    assert by_events.latestOffset(start, ReadMaxRows(25)) == {"tick": ticks[1]}
+    assert by_events.latestOffset(start, ReadMaxRows(25)) == {"tick": ticks[1], "queue": "q"}
 
     # availableNow: pinned at the latest tick when prepared.
     reader.prepareForTriggerAvailableNow()
     later = send(conn, q, ["after the pin"])
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"tick": ticks[-1]}
-    assert reader.reportLatestOffset() == {"tick": later}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"tick": ticks[-1], "queue": "q"}
+    assert reader.reportLatestOffset() == {"tick": later, "queue": "q"}
 
     assert reader.partitions({"tick": 5}, {"tick": 5}) == []
     parts = reader.partitions(start, {"tick": ticks[1]})
@@ -194,8 +194,13 @@ def test_stream_reader_offsets_limits_and_commit(conn: Conn, db: str, q: str) ->
     assert set(table.column("end_tick").to_pylist()) == {ticks[1]}
     assert set(table.column("type").to_pylist()) == {"order"}
 
-    reader.commit({"tick": ticks[1]})
+    reader.commit({"tick": ticks[1]})  # an offset of an earlier version: no queue
     assert one(conn, "select last_tick from pgque.get_consumer_info('q', 'sp')") == ticks[1]
+    # A checkpoint of another queue's query is refused, naming both queues.
+    with pytest.raises(pgque.PgqueInvalidArgument, match="offset is of queue 'other'"):
+        reader.latestOffset({"tick": 1, "queue": "other"}, ReadAllAvailable())
+    with pytest.raises(pgque.PgqueInvalidArgument, match="option 'queue' is 'q'"):
+        reader.partitions({"tick": 1, "queue": "other"}, {"tick": 2, "queue": "other"})
     reader.stop()
     assert one(conn, "select count(*) from pgque.get_consumer_info('q', 'sp')") == 1
 
@@ -205,19 +210,28 @@ def test_stream_reader_starting_positions(conn: Conn, db: str, q: str) -> None:
     latest = PgqueStreamReader(
         parse_source_options(src_opts(db, startingPosition="latest"), streaming=True)
     )
-    assert latest.initialOffset() == {"tick": t2}
+    assert latest.initialOffset() == {"tick": t2, "queue": "q"}
     send(conn, q, ["new"])
-    assert latest.initialOffset() == {"tick": t2}  # idempotent although a tick came
+    assert latest.initialOffset() == {"tick": t2, "queue": "q"}  # idempotent although a tick came
     by_tick = PgqueStreamReader(
         parse_source_options(src_opts(db, consumer="other", startingPosition="1"), streaming=True)
     )
-    assert by_tick.initialOffset() == {"tick": 1}
+    assert by_tick.initialOffset() == {"tick": 1, "queue": "q"}
     assert one(conn, "select last_tick from pgque.get_consumer_info('q', 'other')") == 1
 
 
 def test_stream_reader_errors(conn: Conn, db: str, q: str) -> None:
     reader = PgqueStreamReader(parse_source_options(src_opts(db), streaming=True))
     start = reader.initialOffset()
+    make_queue(conn, "dropped")
+    on_dropped = PgqueStreamReader(
+        parse_source_options(src_opts(db, queue="dropped"), streaming=True)
+    )
+    dropped_start = on_dropped.initialOffset()
+    one(conn, "select pgque.unregister_consumer('dropped', 'sp')")
+    one(conn, "select pgque.drop_queue('dropped')")  # mid-query
+    with pytest.raises(pgque.PgqueQueueNotFound, match="queue not found: dropped"):
+        on_dropped.latestOffset(dropped_start, ReadAllAvailable())
     one(conn, "select pgque.unregister_consumer('q', 'sp')")
     with pytest.raises(
         pgque.PgqueConsumerNotFound, match="consumer sp is not subscribed to queue q"

@@ -1,6 +1,6 @@
 """The readers: a streaming source over tick ranges and a batch source.
 
-Offsets are ``{"tick": <tick id>}``. A micro-batch from tick A to tick B
+Offsets are ``{"tick": <tick id>, "queue": <queue>}``. A micro-batch from tick A to tick B
 reads the events visible in B's snapshot and not in A's, split into
 ``numPartitions`` partitions by ``ev_id % n``; each partition is one Spark
 task, streaming its rows with COPY inside one transaction that keeps
@@ -168,15 +168,27 @@ def _partitions(
     return [TickRange(opts.dsn, opts.queue, start, end, i, n, payload) for i in range(n)]
 
 
-def _tick_of(offset: Any, what: str) -> int:
-    """The tick id of an offset ``{"tick": id}``."""
+def _tick_of(offset: Any, what: str, queue: str) -> int:
+    """The tick id of an offset ``{"tick": id, "queue": name}`` of ``queue`` (offsets of
+    earlier versions have no queue)."""
     tick = offset.get("tick") if isinstance(offset, dict) else None
     if not isinstance(tick, int) or isinstance(tick, bool):
         raise PgqueError(
             f"pgque: the {what} offset {offset!r} is not a pgque offset {{'tick': <id>}};"
             " is the checkpoint from another source?"
         )
+    of_queue = offset.get("queue", queue)
+    if of_queue != queue:
+        raise PgqueInvalidArgument(
+            f"pgque streaming source: the checkpoint's {what} offset is of queue {of_queue!r},"
+            f" option 'queue' is {queue!r}; a checkpoint belongs to one query: give this one"
+            " a checkpointLocation of its own"
+        )
     return tick
+
+
+def _offset(tick: int, queue: str) -> dict[str, Any]:
+    return {"tick": tick, "queue": queue}
 
 
 class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -210,7 +222,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     o.starting_position,
                 )
             )
-        return {"tick": self._initial}
+        return _offset(self._initial, self.opts.queue)
 
     def _latest(self) -> int | None:
         tick = call(self.opts.dsn, query("spark_latest_tick"), self.opts.queue)
@@ -243,21 +255,26 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             query("spark_next_tick"),
             o.queue,
             o.consumer,
-            _tick_of(start, "start"),
+            _tick_of(start, "start", o.queue),
             self._target,
             max_ticks,
             max_events,
         )
-        return {"tick": int(end)}
+        return _offset(int(end), o.queue)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         """The queue's latest tick, shown in the query's progress."""
         tick = self._latest()
-        return None if tick is None else {"tick": tick}
+        return None if tick is None else _offset(tick, self.opts.queue)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """``numPartitions`` disjoint slices (``ev_id % n``) of the tick range."""
-        return _partitions(self.opts, _tick_of(start, "start"), _tick_of(end, "end"), self.payload)
+        return _partitions(
+            self.opts,
+            _tick_of(start, "start", self.opts.queue),
+            _tick_of(end, "end", self.opts.queue),
+            self.payload,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Read one slice on an executor (its own connection)."""
@@ -267,7 +284,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         """Move the consumer to ``end``: rotation may now drop what came before it."""
         o = self.opts
-        call(o.dsn, query("spark_advance"), o.queue, o.consumer, _tick_of(end, "end"))
+        call(o.dsn, query("spark_advance"), o.queue, o.consumer, _tick_of(end, "end", o.queue))
 
     def stop(self) -> None:
         """Nothing to release; the consumer stays subscribed (a restart needs its events)."""
