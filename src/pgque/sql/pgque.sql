@@ -965,23 +965,34 @@ end
 $$;
 
 -- Internal: the ticker's half. Arms the wakeup, then reads every queue's
--- event sequence, in that order: an event the ticker does not see here
--- draws its number after the arming, so it (or an event of the same
--- arming) notifies at commit. A sequence never drawn from reads 0 (PgQ's
--- gauge reads 1 both before and after a queue's first event).
+-- event sequence and its last tick's, in that order: an event the ticker
+-- does not see here draws its number after the arming, so it (or an event
+-- of the same arming) notifies at commit. A sequence never drawn from reads
+-- 0 (PgQ's gauge reads 1 both before and after a queue's first event).
 create or replace function pgque._ticker_arm_wake()
-returns table (queue_name text, event_seq bigint)
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
     perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
-    return query
-        select q.queue_name,
-               coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
-          from pgque.queue q
-         where not q.queue_ticker_paused and not q.queue_external_ticker;
+    return query select s.queue_name, s.event_seq, s.tick_event_seq from pgque._ticker_sequences() s;
 end
+$$;
+
+-- Internal: every tickable queue's event sequence (0: never drawn from) and
+-- the sequence value its last tick recorded (NULL: no tick yet).
+create or replace function pgque._ticker_sequences()
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_name,
+           coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0),
+           (select t.tick_event_seq from pgque.tick t
+             where t.tick_queue = q.queue_id order by t.tick_id desc limit 1)
+      from pgque.queue q
+     where not q.queue_ticker_paused and not q.queue_external_ticker
 $$;
 
 -- file: functions/insert_router.sql
@@ -6972,6 +6983,7 @@ declare
     v_bad record;
     v_table text;
     v_total bigint := 0;
+    v_work_mem text;
 begin
     perform pgque._spark_queue(i_queue_name);
     if coalesce(i_write_id, '') = '' then
@@ -7018,26 +7030,12 @@ begin
          where query_id = i_query_id and batch_id < i_batch_id - 1000;
     end if;
 
-    -- Every reported row must be there: nothing half-sent.
-    for v_bad in
-        select e.stage_id, e.expected, coalesce(f.found, 0) as found
-          from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
-               as e(stage_id, expected)
-          left join (select s.stage_id, pg_catalog.count(*) as found from pgque.spark_staging s
-                      where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
-                      group by s.stage_id) f on f.stage_id = e.stage_id
-         where e.expected is distinct from coalesce(f.found, 0)
-         limit 1
-    loop
-        raise exception 'spark_publish: task stage % of write % staged % rows, % are there; nothing was published',
-            v_bad.stage_id, i_write_id, v_bad.expected, v_bad.found
-            using detail = 'pgque:staging_incomplete',
-                  hint = 'The staging table is unlogged: a server crash empties it. Run the write again.';
-    end loop;
-
     -- In task order, then row order, set-based into the table writers fill
     -- now (current_event_table takes the txid first, as every insert does);
-    -- ev_id comes from the table's default, the queue's event sequence.
+    -- ev_id comes from the table's default, the queue's event sequence. The
+    -- sort of a big write stays in memory.
+    v_work_mem := pg_catalog.current_setting('work_mem');
+    perform pg_catalog.set_config('work_mem', '256MB', true);
     v_table := pgque.current_event_table(i_queue_name);
     execute 'insert into ' || pgque.quote_fqname(v_table)
          || ' (ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
@@ -7048,6 +7046,30 @@ begin
          || ' order by o.k, s.seq'
       using i_stage_ids, i_write_id;
     get diagnostics v_total = row_count;
+    perform pg_catalog.set_config('work_mem', v_work_mem, true);
+
+    -- Every reported row must be there: nothing half-sent. A stage is one
+    -- task's transaction, so it holds its reported count or fewer (a crash
+    -- emptied the unlogged table): the total tells; the raise undoes the
+    -- insert, and only then are the stages counted one by one, to name one.
+    if v_total <> coalesce((select pg_catalog.sum(c) from pg_catalog.unnest(i_counts) c), 0) then
+        for v_bad in
+            select e.stage_id, e.expected, coalesce(f.found, 0) as found
+              from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
+                   as e(stage_id, expected)
+              left join (select s.stage_id, pg_catalog.count(*) as found
+                           from pgque.spark_staging s
+                          where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
+                          group by s.stage_id) f on f.stage_id = e.stage_id
+             where e.expected is distinct from coalesce(f.found, 0)
+             limit 1
+        loop
+            raise exception 'spark_publish: task stage % of write % staged % rows, % are there; nothing was published',
+                v_bad.stage_id, i_write_id, v_bad.expected, v_bad.found
+                using detail = 'pgque:staging_incomplete',
+                      hint = 'The staging table is unlogged: a server crash empties it. Run the write again.';
+        end loop;
+    end if;
     perform pgque._spark_drop_staged(i_write_id, i_query_id);
     return v_total;
 end
@@ -7935,7 +7957,8 @@ grant execute on function
     pgque._ticker_next_slot(timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
-    pgque._ticker_arm_wake()
+    pgque._ticker_arm_wake(),
+    pgque._ticker_sequences()
 to pgque_admin;
 
 grant execute on function

@@ -443,6 +443,7 @@ declare
     v_bad record;
     v_table text;
     v_total bigint := 0;
+    v_work_mem text;
 begin
     perform pgque._spark_queue(i_queue_name);
     if coalesce(i_write_id, '') = '' then
@@ -489,26 +490,12 @@ begin
          where query_id = i_query_id and batch_id < i_batch_id - 1000;
     end if;
 
-    -- Every reported row must be there: nothing half-sent.
-    for v_bad in
-        select e.stage_id, e.expected, coalesce(f.found, 0) as found
-          from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
-               as e(stage_id, expected)
-          left join (select s.stage_id, pg_catalog.count(*) as found from pgque.spark_staging s
-                      where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
-                      group by s.stage_id) f on f.stage_id = e.stage_id
-         where e.expected is distinct from coalesce(f.found, 0)
-         limit 1
-    loop
-        raise exception 'spark_publish: task stage % of write % staged % rows, % are there; nothing was published',
-            v_bad.stage_id, i_write_id, v_bad.expected, v_bad.found
-            using detail = 'pgque:staging_incomplete',
-                  hint = 'The staging table is unlogged: a server crash empties it. Run the write again.';
-    end loop;
-
     -- In task order, then row order, set-based into the table writers fill
     -- now (current_event_table takes the txid first, as every insert does);
-    -- ev_id comes from the table's default, the queue's event sequence.
+    -- ev_id comes from the table's default, the queue's event sequence. The
+    -- sort of a big write stays in memory.
+    v_work_mem := pg_catalog.current_setting('work_mem');
+    perform pg_catalog.set_config('work_mem', '256MB', true);
     v_table := pgque.current_event_table(i_queue_name);
     execute 'insert into ' || pgque.quote_fqname(v_table)
          || ' (ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
@@ -519,6 +506,30 @@ begin
          || ' order by o.k, s.seq'
       using i_stage_ids, i_write_id;
     get diagnostics v_total = row_count;
+    perform pg_catalog.set_config('work_mem', v_work_mem, true);
+
+    -- Every reported row must be there: nothing half-sent. A stage is one
+    -- task's transaction, so it holds its reported count or fewer (a crash
+    -- emptied the unlogged table): the total tells; the raise undoes the
+    -- insert, and only then are the stages counted one by one, to name one.
+    if v_total <> coalesce((select pg_catalog.sum(c) from pg_catalog.unnest(i_counts) c), 0) then
+        for v_bad in
+            select e.stage_id, e.expected, coalesce(f.found, 0) as found
+              from rows from (pg_catalog.unnest(i_stage_ids), pg_catalog.unnest(i_counts))
+                   as e(stage_id, expected)
+              left join (select s.stage_id, pg_catalog.count(*) as found
+                           from pgque.spark_staging s
+                          where s.write_id = i_write_id and s.stage_id = any (i_stage_ids)
+                          group by s.stage_id) f on f.stage_id = e.stage_id
+             where e.expected is distinct from coalesce(f.found, 0)
+             limit 1
+        loop
+            raise exception 'spark_publish: task stage % of write % staged % rows, % are there; nothing was published',
+                v_bad.stage_id, i_write_id, v_bad.expected, v_bad.found
+                using detail = 'pgque:staging_incomplete',
+                      hint = 'The staging table is unlogged: a server crash empties it. Run the write again.';
+        end loop;
+    end if;
     perform pgque._spark_drop_staged(i_write_id, i_query_id);
     return v_total;
 end
