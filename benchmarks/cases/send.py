@@ -23,6 +23,7 @@ BATCHED = "batched send, {per_tx} x 100 B per transaction"
 PGQ_SINGLE = "pgq.insert_event"
 SDK_SEND = "pgque Producer.send"
 PGQ_PY = "pgq.insert_event from Python"
+CLIENT_BATCH = "pgque PgqueClient.send_batch (jsonb[])"
 
 for _size in PAYLOADS:
     for _clients in CLIENTS:
@@ -61,6 +62,13 @@ for _subject in ("pgque send_batch text[]", "pgque Producer.send_batch"):
         baseline="COPY FROM file (plain table)",
         at_least=0.1,
     )
+target(
+    goal="1000 x 100 B: PgqueClient.send_batch (binary jsonb[]) on par with Producer.send_batch",
+    workload=BATCHED.format(per_tx=1000),
+    subject=CLIENT_BATCH,
+    baseline="pgque Producer.send_batch",
+    at_least=0.95,
+)
 
 
 def _with_options(dsn: str, sync: bool) -> str:
@@ -124,6 +132,8 @@ def send_batched(ctx: Context) -> None:
     skip_locked.create(conn)
     conn.execute("create table plain (id bigint generated always as identity, message text)")
     producer = pgque.Producer(_with_options(dsn, False))
+    client_conn = connect(dsn)
+    client = pgque.PgqueClient(client_conn)  # pgque-py's API: dicts through jsonb[]
     total = ctx.size(40_000, 4_000)
     body = {"pad": "x" * 89}
     for per_tx in (100, 1000):
@@ -143,6 +153,11 @@ def send_batched(ctx: Context) -> None:
                 producer.send_batch("batch_q", b, type="bench")
             return n * len(b)
 
+        def client_batch(n: int = batches, b: list[Any] = bodies) -> int:
+            for _ in range(n):
+                client.send_batch("batch_q", "bench", b)
+            return n * len(b)
+
         def copy(n: int = batches, path: str = str(source), k: int = per_tx) -> float:
             conn.execute("truncate plain")
             start = time.perf_counter()
@@ -154,6 +169,7 @@ def send_batched(ctx: Context) -> None:
             "pgque send_batch text[]": lambda t=texts: timed_rate(lambda: repeat(
                 "select pgque.send_batch('batch_q', 'bench', %b::text[])", (t,))),
             "pgque Producer.send_batch": lambda: timed_rate(sdk_batch),
+            CLIENT_BATCH: lambda: timed_rate(client_batch),
             "pgq insert_event per row": lambda t=texts: timed_rate(lambda: repeat(
                 "select count(pgq.insert_event('batch_q', 'bench', p)) from unnest(%b::text[]) p",
                 (t,))),
@@ -165,4 +181,5 @@ def send_batched(ctx: Context) -> None:
                    notes={t: f"{batches} transactions, one client" for t in series})  # fmt: skip
         source.unlink()
     producer.close()
+    client_conn.close()
     conn.close()

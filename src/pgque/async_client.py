@@ -86,9 +86,14 @@ class AsyncPgqueClient:
         """Close the client (and the connection, if it opened it)."""
         await self.close()
 
-    async def _one(self, sql: LiteralString, params: Sequence[Any] | None = None) -> Any:
+    async def _one(
+        self, sql: LiteralString, params: Sequence[Any] | None = None, *, binary: bool = False
+    ) -> Any:
         async with _mapped_errors():
-            cur = await self.conn.execute(sql, params)
+            if binary:
+                cur = await self.conn.execute(sql, params, binary=True)
+            else:  # the plain call: a wrapped connection may not take ``binary``
+                cur = await self.conn.execute(sql, params)
             row = await cur.fetchone()
         return None if row is None else row[0]
 
@@ -148,11 +153,9 @@ class AsyncPgqueClient:
         binary = not issubclass(
             self.conn.cursor_factory, (psycopg.ClientCursor, psycopg.AsyncClientCursor)
         )
-        statement, params = send_batch_statement(
-            self.serializer, queue, type, texts, binary=binary
-        )
+        statement, params = send_batch_statement(self.serializer, queue, type, texts, binary=binary)
         try:
-            return list(await self._one(statement, params))
+            return list(await self._one(statement, params, binary=binary))  # the ids in binary
         except PgqueError as error:
             if self.serializer.sql_type != "jsonb":
                 raise

@@ -86,9 +86,14 @@ class PgqueClient:
         """Close the client (and the connection, if it opened it)."""
         self.close()
 
-    def _one(self, sql: LiteralString, params: Sequence[Any] | None = None) -> Any:
+    def _one(
+        self, sql: LiteralString, params: Sequence[Any] | None = None, *, binary: bool = False
+    ) -> Any:
         with _mapped_errors():
-            cur = self.conn.execute(sql, params)
+            if binary:
+                cur = self.conn.execute(sql, params, binary=True)
+            else:  # the plain call: a wrapped connection may not take ``binary``
+                cur = self.conn.execute(sql, params)
             row = cur.fetchone()
         return None if row is None else row[0]
 
@@ -150,7 +155,7 @@ class PgqueClient:
         )
         statement, params = send_batch_statement(self.serializer, queue, type, texts, binary=binary)
         try:
-            return list(self._one(statement, params))
+            return list(self._one(statement, params, binary=binary))  # the ids in binary
         except PgqueError as error:
             if self.serializer.sql_type != "jsonb":
                 raise

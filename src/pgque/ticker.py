@@ -287,13 +287,18 @@ class Ticker:
         if arm:
             _drain_notifies(conn)  # older than the arming: what they announce is read now
         moved = False
-        for name, value in conn.execute(query("ticker_arm_wake" if arm else "ticker_sequences")):
-            if seen.get(name) != value:
-                seen[name] = value
+        for name, value, ticked in conn.execute(
+            query("ticker_arm_wake" if arm else "ticker_sequences")
+        ):
+            if seen.get(name) == value:
+                continue
+            seen[name] = value
+            self._last_activity = now
+            # Covered by the last tick (a consumer of this process ticked it, say):
+            # nothing to do. A first event leaves the gauge at 1: ticker_eager decides.
+            if ticked is None or value > ticked or value <= 1:
                 pending.add(name)
                 moved = True
-        if moved:
-            self._last_activity = now
         active = bool(pending) or now - self._last_activity < _ACTIVE_FOR
         if active and now >= due.xmin_check:
             xmin = _value(conn, query("ticker_xmin"))

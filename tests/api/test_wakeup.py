@@ -32,6 +32,7 @@ def wakeups(listener: psycopg.Connection[Any], conn: psycopg.Connection[Any]) ->
 
 
 def arm(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """Arm the wakeup; each queue's event sequence and its last tick's."""
     return rows(conn, "select * from pgque._ticker_arm_wake() order by 1")
 
 
@@ -45,12 +46,12 @@ def test_no_wakeup_unless_armed(conn: psycopg.Connection[Any], listener: Any) ->
 def test_one_wakeup_per_arming(conn: psycopg.Connection[Any], listener: Any) -> None:
     make_queue(conn, "w")
     make_queue(conn, "v")
-    assert arm(conn) == [("v", 0), ("w", 0)]  # 0: never drawn from
+    assert arm(conn) == [("v", 0, 1), ("w", 0, 1)]  # 0: never drawn from; 1: PgQ's gauge
     for _ in range(3):  # three transactions, two queues: one wakeup
         one(conn, "select pgque.send('w', '{}'::jsonb)")
         one(conn, "select pgque.insert_event('v', 't', 'x')")
     assert wakeups(listener, conn) == 1
-    assert dict(arm(conn)) == {"v": 3, "w": 3}
+    assert arm(conn) == [("v", 3, 1), ("w", 3, 1)]  # sent, not ticked yet
     one(conn, "select pgque.send_batch('w', 't', array['1', '2', '3']::text[])")
     one(conn, "select pgque.send('w', '{}'::jsonb)")
     assert wakeups(listener, conn) == 1

@@ -30,21 +30,32 @@ end
 $$;
 
 -- Internal: the ticker's half. Arms the wakeup, then reads every queue's
--- event sequence, in that order: an event the ticker does not see here
--- draws its number after the arming, so it (or an event of the same
--- arming) notifies at commit. A sequence never drawn from reads 0 (PgQ's
--- gauge reads 1 both before and after a queue's first event).
+-- event sequence and its last tick's, in that order: an event the ticker
+-- does not see here draws its number after the arming, so it (or an event
+-- of the same arming) notifies at commit. A sequence never drawn from reads
+-- 0 (PgQ's gauge reads 1 both before and after a queue's first event).
 create or replace function pgque._ticker_arm_wake()
-returns table (queue_name text, event_seq bigint)
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
     perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
-    return query
-        select q.queue_name,
-               coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
-          from pgque.queue q
-         where not q.queue_ticker_paused and not q.queue_external_ticker;
+    return query select s.queue_name, s.event_seq, s.tick_event_seq from pgque._ticker_sequences() s;
 end
+$$;
+
+-- Internal: every tickable queue's event sequence (0: never drawn from) and
+-- the sequence value its last tick recorded (NULL: no tick yet).
+create or replace function pgque._ticker_sequences()
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select q.queue_name,
+           coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0),
+           (select t.tick_event_seq from pgque.tick t
+             where t.tick_queue = q.queue_id order by t.tick_id desc limit 1)
+      from pgque.queue q
+     where not q.queue_ticker_paused and not q.queue_external_ticker
 $$;

@@ -50,7 +50,8 @@ grant execute on function
     pgque._ticker_next_slot(timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
-    pgque._ticker_arm_wake()
+    pgque._ticker_arm_wake(),
+    pgque._ticker_sequences()
 to pgque_admin;
 
 grant execute on function
