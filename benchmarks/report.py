@@ -112,6 +112,29 @@ def _curves(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def _growth_tables(rows: list[dict[str, Any]]) -> Iterable[str]:
+    """For rows sized in ``extra["size"]``: per dimension, one table of each
+    operation's median (and target) against the size. Nothing for other rows."""
+    if not rows or any(not r["extra"].get("size") for r in rows):
+        return
+    table: dict[str, dict[tuple[str, str], dict[float, dict[str, Any]]]] = {}
+    for row in rows:
+        operation, _, at = row["workload"].rpartition(" at ")
+        dimension = at.split(" ", 1)[1]
+        cells = table.setdefault(dimension, {}).setdefault((operation, row["target"]), {})
+        cells[row["extra"]["size"][0]] = row
+    for dimension, lines in table.items():
+        sizes = sorted({size for cells in lines.values() for size in cells})
+        yield from ["", f"### By {dimension}", ""]
+        yield ("| operation | engine | unit | "
+               + " | ".join(f"{size:,.0f}" for size in sizes) + " |")  # fmt: skip
+        yield "|---|---|---|" + "---:|" * len(sizes)
+        for (operation, engine), cells in lines.items():
+            unit = next(iter(cells.values()))["unit"]
+            values = [number(cells[size]["median"]) if size in cells else "" for size in sizes]
+            yield f"| {operation} | {engine} | {unit} | " + " | ".join(values) + " |"
+
+
 def _table(rows: list[dict[str, Any]]) -> Iterable[str]:
     extras = sorted({k for r in rows for k in r["extra"]})
     head = ["target", "median (min-max)", "unit", "÷ first row", *extras, "notes"]
@@ -178,8 +201,12 @@ def render(doc: dict[str, Any], charts_dir: Path, link_prefix: str) -> str:
             f"{description[:1].upper()}{description[1:]}.",
             f"{doc['durations'].get(case, 0):.0f} s. Reproduce: `{members[0]['command']}`",
         ]
-        for workload, wrows in groupby(members, key=lambda r: r["workload"]):
-            out += ["", f"### {workload}", "", *_table(list(wrows))]
+        growth = list(_growth_tables(members))
+        if growth:
+            out += growth
+        else:
+            for workload, wrows in groupby(members, key=lambda r: r["workload"]):
+                out += ["", f"### {workload}", "", *_table(list(wrows))]
         chart = charts_dir / f"{case}.svg"
         if _curves(case, members, chart) or _chart(case, members, chart):
             out += ["", f"![{case}]({link_prefix}{chart.name})"]
