@@ -196,6 +196,20 @@ def test_ticker_loop_calls_ticker_1000_over_period_times_in_about_a_second(
     assert ticker_lock_holders(conn) == []
 
 
+def test_ticker_loop_waits_nine_times_as_long_as_a_round_took(conn: Conn) -> None:
+    """The loop's next slot is on the tick_period_ms grid and not before the time the
+    last round's cost asks for (``ticker_loop_for`` passes now + 9 x the round)."""
+    one(conn, "select pgque.set_tick_period_ms(100)")
+    next_slot = (
+        "select extract(epoch from pgque._ticker_next_slot(now() - interval '50 ms', %s)"
+        " - now())::numeric(6, 3)"
+    )
+    # Not before 420 ms from now: the first grid slot after it, at 450 ms.
+    assert str(one(conn, next_slot.replace("%s", "now() + interval '420 ms'"))) == "0.450"
+    # A cheap round asks for nothing: the next slot on the grid, 50 ms from now.
+    assert str(one(conn, next_slot.replace("%s", "now() - interval '1 hour'"))) == "0.050"
+
+
 def test_ticker_loop_commits_after_every_tick(conn: Conn, connect: Any) -> None:
     make_queue(conn, "q")
     looper = connect()

@@ -47,7 +47,7 @@ $grants$;
 -- The ticker loops and run_maint() run with the caller's rights and use these.
 grant execute on function
     pgque._holds_ticker_lock(),
-    pgque._ticker_next_slot(timestamptz),
+    pgque._ticker_next_slot(timestamptz, timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
     pgque._ticker_arm_wake(),
