@@ -1004,8 +1004,9 @@ $$;
 -- PL/pgSQL functions holding one static INSERT per event table, whose plans
 -- each session caches.
 --
--- The routers form a tree of fixed shape, so that no function grows with the
--- number of queues and creating a queue rewrites one small function:
+-- The routers form a tree of bounded shape, so that no function grows past
+-- a fixed size with the number of queues and creating a queue rewrites one
+-- small function:
 --
 --   _route_event            top: a branch per 2,048 queue ids in use
 --   _route_event_m<m>       middle m: 128 branches, one per 16 queue ids
@@ -1017,9 +1018,8 @@ $$;
 -- is rewritten then too (once per 2,048 ids), to branch to it; a leaf by
 -- every create_queue and drop_queue of its queues. A session therefore
 -- compiles three small functions on its first send, and a new queue
--- invalidates only its leaf in other sessions. Each level is
--- called as a plain expression, which PL/pgSQL evaluates without the
--- executor. Queue ids from 262,144 on have no branch and take the dynamic
+-- invalidates only its leaf in other sessions. Each level is called as a
+-- plain expression, which PL/pgSQL evaluates without the executor. Queue ids from 262,144 on have no branch and take the dynamic
 -- path: only ever slower, never wrong.
 
 -- Internal: the tree's shape.
