@@ -58,8 +58,8 @@ _XMIN_CHECK_INTERVAL = 0.05
 """Seconds between reads of the xmin horizon while events flow."""
 _ACTIVE_FOR = 0.5
 """Seconds after the last movement of a sequence during which events count as flowing."""
-_WAIT_SLICE = 0.25
-"""The longest a wait goes without looking at the stop flag."""
+_WAIT_SLICE = 0.5
+"""The longest a wait for a notification goes without looking at the stop flag."""
 WAKE_CHANNEL = "pgque_ticker_wake"
 """The channel producers NOTIFY to wake a waiting ticker (``functions/wakeup.sql``)."""
 _RESIGN_CHANNEL = "pgque_ticker_resign"
@@ -361,8 +361,8 @@ class _Maintenance:
                     while not self._stop.is_set() and not self.ticker._stop.is_set():
                         self.run_due(conn, time.monotonic())
                         delay = 0.1
-                        left = self.next_due() - time.monotonic()
-                        self._stop.wait(min(max(left, 0.0), _WAIT_SLICE))
+                        # Until the next job: the leader's stop sets this event too.
+                        self._stop.wait(max(self.next_due() - time.monotonic(), 0.0))
             except psycopg.Error as exc:
                 logger.warning("ticker: maintenance failed, retrying in %.1fs: %s", delay, exc)
                 self._stop.wait(delay)
