@@ -58,6 +58,9 @@ _XMIN_CHECK_INTERVAL = 0.05
 """Seconds between reads of the xmin horizon while events flow."""
 _ACTIVE_FOR = 0.5
 """Seconds after the last movement of a sequence during which events count as flowing."""
+_STRAGGLERS_FOR = 0.05
+"""Seconds the leader polls for a ticked queue's stragglers before leaving them to the
+safety round (a long transaction holds them back)."""
 _WAIT_SLICE = 0.5
 """The longest a wait for a notification goes without looking at the stop flag."""
 WAKE_CHANNEL = "pgque_ticker_wake"
@@ -217,6 +220,7 @@ class Ticker:
         due = _Schedule()
         seen: dict[str, int] = {}
         pending: set[str] = set()
+        watch: dict[str, float] = {}
         maintenance: _Maintenance | None = None
         conn.execute(sql.SQL(query("listen")).format(sql.Identifier(_RESIGN_CHANNEL)))
         try:
@@ -234,7 +238,9 @@ class Ticker:
                 maintenance.start()
             while not self._stop.is_set():
                 now = time.monotonic()
-                quiet = self._lead_once(conn, due, seen, pending, now)
+                quiet: bool | None = self._lead_once(conn, due, seen, pending, now, watch)
+                if quiet and watch and not due.held:  # held: ticker() ticks them
+                    quiet = self._stragglers(conn, watch, now)
                 if maintenance.thread is None:
                     maintenance.run_due(conn, now)  # a pool or a given connection
                 self._pause(conn, due, pending, quiet=quiet, maintenance=maintenance)
@@ -257,21 +263,42 @@ class Ticker:
         due: _Schedule,
         pending: set[str],
         *,
-        quiet: bool,
+        quiet: bool | None,
         maintenance: _Maintenance,
     ) -> None:
         """Wait after a round: for the next periodic job while the horizon is held, a
-        ``poll_interval`` while a tick waits, for a wakeup (armed) when all is quiet."""
+        ``poll_interval`` while a tick waits (or stragglers run: ``quiet`` None), for a
+        wakeup (armed) when all is quiet."""
         now = time.monotonic()
         until = min(due.ticker, due.period_check)
         if maintenance.thread is None:
             until = min(until, maintenance.next_due())
         if due.held:
             self._stop.wait(max(0.0, min(until, due.xmin_check) - now))
-        elif pending:
+        elif pending or quiet is None:
             self._stop.wait(self.poll_interval)
         elif quiet:
             _wait_for_notify(conn, max(0.0, until - now), self._stop)
+
+    def _stragglers(
+        self, conn: psycopg.Connection[Any], watch: dict[str, float], now: float
+    ) -> bool | None:
+        """Tick the watched queues whose last tick left out a transaction that has
+        committed since (``pgque._tick_stragglers``). True when none is left to
+        watch closely (wait for a wakeup), None while one may still commit within
+        :data:`_STRAGGLERS_FOR` (poll), False when one was ticked (go round again)."""
+        ticked, close = False, False
+        for name, until in list(watch.items()):
+            state = _value(conn, query("ticker_stragglers"), (name,))
+            if state == 1:
+                ticked = True
+            if state != 2:
+                del watch[name]
+            elif now < until:
+                close = True  # still running: most producers commit within a moment
+        if ticked:
+            return False
+        return None if close else True
 
     def _lead_once(
         self,
@@ -280,9 +307,10 @@ class Ticker:
         seen: dict[str, int],
         pending: set[str],
         now: float,
+        watch: dict[str, float],
     ) -> bool:
         """One round of the leader; True when nothing moved since the wakeup was armed
-        (the leader may wait for one)."""
+        (the leader may wait for one). A queue that moved is watched for stragglers."""
         arm = not pending
         if arm:
             _drain_notifies(conn)  # older than the arming: what they announce is read now
@@ -294,6 +322,7 @@ class Ticker:
                 continue
             seen[name] = value
             self._last_activity = now
+            watch[name] = now + _STRAGGLERS_FOR
             # Covered by the last tick (a consumer of this process ticked it, say):
             # nothing to do. A first event leaves the gauge at 1: ticker_eager decides.
             if ticked is None or value > ticked or value <= 1:

@@ -23,11 +23,9 @@ def wakeups(listener: psycopg.Connection[Any], conn: psycopg.Connection[Any]) ->
     """The wakeups received so far: a marker NOTIFY, committed last, ends the count
     (notifications arrive in commit order)."""
     conn.execute(f"notify {CHANNEL}, 'marker'")
-    count = 0
-    for note in listener.notifies(timeout=10):
+    for count, note in enumerate(listener.notifies(timeout=10)):
         if note.payload == "marker":
             return count
-        count += 1
     raise AssertionError("the marker notification did not arrive in 10 s")
 
 
@@ -86,3 +84,24 @@ def test_only_the_admin_arms_and_nobody_wakes_by_hand(conn: psycopg.Connection[A
         assert not may(role, "pgque._wake(integer)")
     for role in ("pgque_reader", "pgque_writer"):
         assert not may(role, "pgque._ticker_arm_wake()")
+
+
+def test_a_straggler_of_the_last_tick_is_ticked_once_committed(
+    conn: psycopg.Connection[Any], connect: Any
+) -> None:
+    make_queue(conn, "w")
+    one(conn, "select pgque.subscribe('w', 'c')")
+    assert one(conn, "select pgque._tick_stragglers('w')") == 0
+    producer = connect(autocommit=False)
+    one(producer, "select pgque.send('w', '{\"late\": 1}'::jsonb)")
+    one(conn, "select pgque.force_tick('w')")
+    one(conn, "select pgque.ticker('w')")  # its sequence value covers the open send
+    assert one(conn, "select pgque.ticker_eager('w', '0')") is not None  # "covered": no tick
+    assert rows(conn, "select * from pgque.receive('w', 'c')") == []
+    ticks = one(conn, "select count(*) from pgque.tick")
+    assert one(conn, "select pgque._tick_stragglers('w')") == 2  # still running
+    producer.commit()
+    assert one(conn, "select pgque._tick_stragglers('w')") == 1
+    assert one(conn, "select count(*) from pgque.tick") == ticks + 1
+    assert [r[3] for r in rows(conn, "select * from pgque.receive('w', 'c')")] == ['{"late": 1}']
+    assert one(conn, "select pgque._tick_stragglers('w')") == 0

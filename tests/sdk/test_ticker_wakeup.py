@@ -52,8 +52,10 @@ def last_statement(conn: psycopg.Connection[Any], name: str) -> datetime | None:
 def quiet_for(conn: psycopg.Connection[Any], name: str, seconds: float) -> bool:
     """True once the session has been idle, without a statement, for ``seconds``."""
     changed = last_statement(conn, name)
-    return changed is not None and one(conn, "select clock_timestamp() - %s >= make_interval(secs => %s)",
-               changed, seconds) is True  # fmt: skip
+    if changed is None:
+        return False
+    since = "select clock_timestamp() - %s >= make_interval(secs => %s)"
+    return one(conn, since, changed, seconds) is True
 
 
 def test_an_idle_leader_runs_no_statements(
@@ -90,10 +92,11 @@ def test_events_keep_flowing_through_wakeups(
     ticker = start(tickers, db, "flowing", idle_poll_interval=30)
     wait_for(lambda: ticker.leading)
     got: list[int] = []
+    receive = "select payload, batch_id from pgque.receive('q', 'c')"
     for n in range(30):
         one(conn, "select pgque.send('q', %s::text::jsonb)", str(n))
-        wait_for(lambda: (msgs := rows(conn, "select payload, batch_id from pgque.receive('q', 'c')"))
-                 != [] and not got.extend(int(m[0]) for m in msgs)
+        wait_for(lambda: (msgs := rows(conn, receive)) != []
+                 and not got.extend(int(m[0]) for m in msgs)
                  and one(conn, "select pgque.ack(%s)", msgs[0][1]) == 1, timeout=5)  # fmt: skip
     assert got == list(range(30))
 
@@ -124,3 +127,21 @@ def test_a_standby_stops_promptly(db: str, queue: str, tickers: list[pgque.Ticke
     standby.stop()
     assert standby._thread is not None and not standby._thread.is_alive()
     assert time.monotonic() - stopping < 2
+
+
+def test_a_send_still_open_at_a_tick_is_delivered_soon_after_its_commit(
+    db: str, conn: psycopg.Connection[Any], queue: str, tickers: list[pgque.Ticker], connect: Any
+) -> None:
+    ticker = start(tickers, db, "straggler", idle_poll_interval=30)
+    wait_for(lambda: ticker.leading)
+    producer = connect(autocommit=False)
+    one(producer, "select pgque.send('q', '{\"late\": 1}'::jsonb)")
+    one(conn, "select pgque.send('q', '{\"early\": 1}'::jsonb)")  # ticked with the late one open
+    wait_for(lambda: rows(conn, "select payload, batch_id from pgque.receive('q', 'c')")
+             and one(conn, "select pgque.ack(batch_id) from pgque.receive('q', 'c') limit 1"),
+             timeout=5)  # fmt: skip
+    producer.commit()
+    committed = time.monotonic()
+    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+    # Not the idle-tick rule's 1.5 s (max_lag / 2): the straggler was found and ticked.
+    assert time.monotonic() - committed < 1.0

@@ -995,6 +995,56 @@ as $$
      where not q.queue_ticker_paused and not q.queue_external_ticker
 $$;
 
+-- Internal: stragglers of a queue's last tick. A producer whose transaction
+-- was still running when the tick was taken drew its event id before it, so
+-- the tick's sequence value covers the event while its snapshot does not;
+-- when that producer commits it may wake nobody (the wakeup was taken). Ticks
+-- the queue when such a transaction (one in the tick's xip list) has
+-- committed and left events. Returns 1 when it ticked, 2 while some of those
+-- transactions still run (look again later), 0 when there is nothing to do.
+create or replace function pgque._tick_stragglers(i_queue_name text)
+returns integer
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    q pgque.queue%rowtype;
+    v_snapshot pg_snapshot;
+    v_xid xid8;
+    v_status text;
+    v_running boolean := false;
+    v_found boolean := false;
+    i integer;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found or q.queue_ticker_paused or q.queue_external_ticker then
+        return 0;
+    end if;
+    select tick_snapshot into v_snapshot from pgque.tick
+     where tick_queue = q.queue_id order by tick_id desc limit 1;
+    for v_xid in select x from pg_catalog.pg_snapshot_xip(v_snapshot) x loop
+        v_status := pg_catalog.pg_xact_status(v_xid);
+        if v_status = 'in progress' then
+            v_running := true;
+        elsif v_status = 'committed' then
+            for i in 0 .. q.queue_ntables - 1 loop
+                execute 'select exists (select 1 from '
+                        || pgque.quote_fqname(q.queue_data_pfx || '_' || i)
+                        || ' where ev_txid = $1)'
+                   into v_found using v_xid;
+                exit when v_found;
+            end loop;
+            exit when v_found;
+        end if;
+    end loop;
+    if v_found then
+        perform pgque._tick(q.queue_id, true);
+        return 1;
+    end if;
+    return case when v_running then 2 else 0 end;
+end
+$$;
+
 -- file: functions/insert_router.sql
 -- The insert routers: static INSERT statements for every queue's event tables.
 --
@@ -7966,7 +8016,8 @@ grant execute on function
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
     pgque._ticker_arm_wake(),
-    pgque._ticker_sequences()
+    pgque._ticker_sequences(),
+    pgque._tick_stragglers(text)
 to pgque_admin;
 
 grant execute on function

@@ -111,6 +111,10 @@ select pgque.ticker_eager(%s, %s::interval)
 -- name: ticker_arm_wake
 select queue_name, event_seq, tick_event_seq from pgque._ticker_arm_wake()
 
+-- Ticks a queue whose last tick left out a transaction that has committed since.
+-- name: ticker_stragglers
+select pgque._tick_stragglers(%s)
+
 -- A consumer's own eager tick, in one round trip: a transaction of its own,
 -- committed asynchronously as the ticker's ticks are (queue, max wait).
 -- name: consumer_tick

@@ -51,7 +51,8 @@ grant execute on function
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
     pgque._ticker_arm_wake(),
-    pgque._ticker_sequences()
+    pgque._ticker_sequences(),
+    pgque._tick_stragglers(text)
 to pgque_admin;
 
 grant execute on function
