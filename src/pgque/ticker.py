@@ -18,6 +18,9 @@ connection just went. The leader
 * calls ``pgque.ticker()`` every ``tick_period_ms`` (``pgque.config``) while
   events flow, and every ``idle_poll_interval`` when idle, for PgQ's own
   rules, idle ticks included;
+* spaces its rounds over every queue (the sequences, ``pgque.ticker()``) by
+  their cost: one that took 2 ms or more waits nine times as long, so that
+  thousands of idle queues cost at most a tenth of a core;
 * moves due retries and delayed messages about every second, and runs
   ``CALL pgque.run_maint()`` and VACUUMs ``maint_tables_to_vacuum()`` about
   every 30 seconds, each as its own statement. A ticker built from a
@@ -63,6 +66,11 @@ _STRAGGLERS_FOR = 0.05
 safety round (a long transaction holds them back)."""
 _WAIT_SLICE = 0.5
 """The longest a wait for a notification goes without looking at the stop flag."""
+_SCAN_SPACING = 9.0
+_SCAN_SPACED_FROM = 0.002
+"""A round over every queue (their sequences, or ``pgque.ticker()``) that took d seconds,
+d of at least ``_SCAN_SPACED_FROM``, is not repeated for ``_SCAN_SPACING`` x d: with
+thousands of idle queues the leader then spends at most a tenth of a core on them."""
 WAKE_CHANNEL = "pgque_ticker_wake"
 """The channel producers NOTIFY to wake a waiting ticker (``functions/wakeup.sql``)."""
 _RESIGN_CHANNEL = "pgque_ticker_resign"
@@ -70,11 +78,18 @@ _RESIGN_CHANNEL = "pgque_ticker_resign"
 logger = logging.getLogger("pgque.ticker")
 
 
+def _next_scan(started: float, ended: float) -> float:
+    """When a round over every queue that ran from ``started`` to ``ended`` may run again."""
+    took = ended - started
+    return ended + (_SCAN_SPACING * took if took >= _SCAN_SPACED_FROM else 0.0)
+
+
 @dataclass
 class _Schedule:
     """When each periodic job of the leader is next due (monotonic seconds)."""
 
     ticker: float = 0.0
+    sequences: float = 0.0
     xmin_check: float = 0.0
     period_check: float = 0.0
     period: float = 0.1
@@ -279,6 +294,8 @@ class Ticker:
             self._stop.wait(self.poll_interval)
         elif quiet:
             _wait_for_notify(conn, max(0.0, until - now), self._stop)
+        elif due.sequences > now:  # too soon to arm again (many queues)
+            self._stop.wait(min(until, due.sequences) - now)
 
     def _stragglers(
         self, conn: psycopg.Connection[Any], watch: dict[str, float], now: float
@@ -312,12 +329,18 @@ class Ticker:
         """One round of the leader; True when nothing moved since the wakeup was armed
         (the leader may wait for one). A queue that moved is watched for stragglers."""
         arm = not pending
+        scan = now >= due.sequences
+        if arm and not scan:
+            return False  # arming reads every sequence: wait for due.sequences (_pause)
         if arm:
             _drain_notifies(conn)  # older than the arming: what they announce is read now
         moved = False
-        for name, value, ticked in conn.execute(
-            query("ticker_arm_wake" if arm else "ticker_sequences")
-        ):
+        rows: list[tuple[str, int, int | None]] = []
+        if scan:
+            started = time.monotonic()
+            rows = conn.execute(query("ticker_arm_wake" if arm else "ticker_sequences")).fetchall()
+            due.sequences = _next_scan(started, time.monotonic())
+        for name, value, ticked in rows:
             if seen.get(name) == value:
                 continue
             seen[name] = value
@@ -343,8 +366,12 @@ class Ticker:
                 if _value(conn, query("ticker_eager"), (name, wait)) is not None:
                     pending.discard(name)
         if now >= due.ticker:
+            started = time.monotonic()
             conn.execute(query("ticker_all"))
-            due.ticker = now + (due.period if active else max(due.period, self.idle_poll_interval))
+            due.ticker = max(
+                now + (due.period if active else max(due.period, self.idle_poll_interval)),
+                _next_scan(started, time.monotonic()),
+            )
         if now >= due.period_check:
             due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
             due.period_check = now + max(1.0, self.idle_poll_interval)

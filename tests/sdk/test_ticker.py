@@ -16,6 +16,7 @@ import pgque
 from _engine import one, rows
 from pgque import _consumer_policy as policy
 from pgque._queries import query
+from pgque.ticker import _next_scan
 
 wait_for = functools.partial(_wait.wait_for, timeout=15.0)  # a ticker's rounds take time
 
@@ -267,3 +268,9 @@ def test_a_handler_in_flight_holds_back_no_other_queue(
             one(conn, "select queue_cur_table from pgque.queue where queue_name = 'jobs'") != table
         )
     )
+
+
+def test_rounds_over_every_queue_space_out_by_their_cost() -> None:
+    """A full round of 2 ms or more waits nine times as long; a cheaper one does not."""
+    assert _next_scan(10.0, 10.001) == 10.001
+    assert _next_scan(10.0, 10.05) == pytest.approx(10.05 + 9 * 0.05)
