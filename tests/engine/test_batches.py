@@ -187,3 +187,19 @@ def test_cursor_reads_batch_in_pieces(
     )
     assert filtered == [("4",), ("5",)]
     tx.rollback()
+
+
+def test_batch_reads_run_without_jit(conn: psycopg.Connection[Any]) -> None:
+    """The event tables are never ANALYZEd, so a big one's batch query looks costly
+    enough to JIT-compile (88 ms for 2 ms of reading at 10^8 events): the functions
+    that run it turn JIT off."""
+    without_jit = {
+        name
+        for (name,) in rows(
+            conn,
+            "select p.proname from pg_proc p where p.pronamespace = 'pgque'::regnamespace"
+            " and 'jit=off' = any (p.proconfig)",
+        )
+    }
+    assert {"get_batch_events", "_batch_messages", "_batch_events_by_id",
+            "get_batch_cursor"} <= without_jit  # fmt: skip

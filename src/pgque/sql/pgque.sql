@@ -2515,6 +2515,8 @@ create or replace function pgque.get_batch_events(
 returns setof record
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- See _batch_messages.
+set jit = off
 as $$
 begin
     return query execute pgque.batch_event_sql(x_batch_id);
@@ -2584,6 +2586,8 @@ create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_
 returns setof pgque.event_template
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- See _batch_messages.
+set jit = off
 as $$
 begin
     return query execute
@@ -3255,6 +3259,8 @@ language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
 set search_path = pgque, pg_catalog, pg_temp
+-- See _batch_messages.
+set jit = off
 as $$
 declare
     v_sql text;
@@ -3713,6 +3719,11 @@ create or replace function pgque._batch_messages(
     i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
 returns setof pgque.message
 language plpgsql
+-- The event tables are never ANALYZEd (autovacuum is off on them), so a
+-- big table's estimate for a batch's txid range is far too high and would
+-- make PostgreSQL JIT-compile every batch query: 88 ms for 2 ms of reading
+-- at 10^8 events, measured.
+set jit = off
 as $$
 declare
     v_ttl interval;

@@ -471,6 +471,8 @@ create or replace function pgque.get_batch_events(
 returns setof record
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- See _batch_messages.
+set jit = off
 as $$
 begin
     return query execute pgque.batch_event_sql(x_batch_id);

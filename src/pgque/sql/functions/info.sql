@@ -116,6 +116,8 @@ language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
 set search_path = pgque, pg_catalog, pg_temp
+-- See _batch_messages.
+set jit = off
 as $$
 declare
     v_sql text;

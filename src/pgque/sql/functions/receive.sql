@@ -45,6 +45,11 @@ create or replace function pgque._batch_messages(
     i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
 returns setof pgque.message
 language plpgsql
+-- The event tables are never ANALYZEd (autovacuum is off on them), so a
+-- big table's estimate for a batch's txid range is far too high and would
+-- make PostgreSQL JIT-compile every batch query: 88 ms for 2 ms of reading
+-- at 10^8 events, measured.
+set jit = off
 as $$
 declare
     v_ttl interval;
