@@ -46,7 +46,7 @@ def _chart(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
             med = row["median"] * scale
             lo, hi = min(row["values"]) * scale, max(row["values"]) * scale
             if not row["higher_is_better"]:
-                med, lo, hi = 1 / med, 1 / hi if hi else 0, 1 / lo if lo else 0
+                med, lo, hi = 1 / med if med else 0, 1 / hi if hi else 0, 1 / lo if lo else 0
             labels.append(f"{workload}\n{row['target']}")
             values.append(med)
             colors.append("#3f51b5" if row["target"].startswith("pgque") else "#9e9e9e")
