@@ -30,9 +30,10 @@ end
 $$;
 
 -- Internal: the ticker's half. Arms the wakeup, then reads every queue's
--- event sequence and its last tick's, in that order: an event the ticker
--- does not see here draws its number after the arming, so it (or an event
--- of the same arming) notifies at commit. A sequence never drawn from reads
+-- event sequence (through _ticker_sequences: the queue's own, by id) and
+-- its last tick's, in that order: an event the ticker does not see here
+-- draws its number after the arming, so it (or an event of the same
+-- arming) notifies at commit. A sequence never drawn from reads
 -- 0 (PgQ's gauge reads 1 both before and after a queue's first event).
 create or replace function pgque._ticker_arm_wake()
 returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
@@ -46,14 +47,17 @@ end
 $$;
 
 -- Internal: every tickable queue's event sequence (0: never drawn from) and
--- the sequence value its last tick recorded (NULL: no tick yet).
+-- the sequence value its last tick recorded (NULL: no tick yet). The
+-- sequence's name follows from the queue id, in schema pgque (as in
+-- _queues_due), never from the stored queue_event_seq.
 create or replace function pgque._ticker_sequences()
 returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
 language sql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
     select q.queue_name,
-           coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0),
+           coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass(
+               pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_id_seq'))), 0),
            (select t.tick_event_seq from pgque.tick t
              where t.tick_queue = q.queue_id order by t.tick_id desc limit 1)
       from pgque.queue q
@@ -93,9 +97,10 @@ begin
             v_running := true;
         elsif v_status = 'committed' then
             for i in 0 .. q.queue_ntables - 1 loop
-                execute 'select exists (select 1 from '
-                        || pgque.quote_fqname(q.queue_data_pfx || '_' || i)
-                        || ' where ev_txid = $1)'
+                -- The queue's own event table, proven by OID and namespace.
+                execute pg_catalog.format(
+                            'select exists (select 1 from %s where ev_txid = $1)',
+                            pgque._queue_relation(q, i::text))
                    into v_found using v_xid;
                 exit when v_found;
             end loop;
