@@ -15,6 +15,7 @@ import pytest
 import _wait
 import pgque
 from _engine import one, rows
+from pgque._queries import query
 
 wait_for = functools.partial(_wait.wait_for, timeout=15.0)
 
@@ -101,22 +102,43 @@ def test_events_keep_flowing_through_wakeups(
     assert got == list(range(30))
 
 
+def standby_waiting_since(conn: psycopg.Connection[Any], name: str) -> datetime | None:
+    """When the session ``name`` ended its last statement, if that was a try of the
+    leader's lock and it has run nothing since (None otherwise): it is waiting."""
+    got = rows(conn, "select state_change from pg_stat_activity where application_name = %s"
+                     " and state = 'idle' and query = %s order by backend_start limit 1",
+               name, query("ticker_try_lead"))  # fmt: skip
+    return got[0][0] if got else None
+
+
+def sent_and_ticked(conn: psycopg.Connection[Any], payload: str) -> None:
+    """Send ``payload`` to queue q and wait for the leader's commit-woken tick."""
+    ticks = one(conn, "select count(*) from pgque.tick")
+    one(conn, "select pgque.send('q', %s::text::jsonb)", payload)
+    wait_for(lambda: one(conn, "select count(*) from pgque.tick") > ticks, timeout=60,
+             what=f"a tick after sending {payload}")  # fmt: skip
+
+
 def test_a_standby_waits_quietly_and_takes_over_when_the_leader_resigns(
     db: str, conn: psycopg.Connection[Any], queue: str, tickers: list[pgque.Ticker]
 ) -> None:
     first = start(tickers, db, "first", idle_poll_interval=30)
-    wait_for(lambda: first.leading)
-    second = start(tickers, db, "second", idle_poll_interval=30, standby_interval=60)
-    wait_for(lambda: quiet_for(conn, "second", 0.5))
-    before = last_statement(conn, "second")
-    time.sleep(1.0)
-    assert last_statement(conn, "second") == before and not second.leading
+    wait_for(lambda: first.leading, timeout=60, what="the first ticker leading")
+    # An hour between its own tries: only the resignation can make it lead here.
+    second = start(tickers, db, "second", idle_poll_interval=30, standby_interval=3600)
+    waiting = wait_for(lambda: standby_waiting_since(conn, "second"), timeout=60,
+                       what="the standby waiting")  # fmt: skip
+    # While the leader works (woken by commits, ticking) and then for a second of
+    # the server's clock, the standby runs nothing: a poll would change its state.
+    for n in range(5):
+        sent_and_ticked(conn, str(n))
+    wait_for(lambda: standby_waiting_since(conn, "second") != waiting
+             or quiet_for(conn, "second", 1.0), timeout=60, what="a quiet standby")  # fmt: skip
+    assert standby_waiting_since(conn, "second") == waiting
+    assert first.leading and not second.leading
     first.stop()
-    stopped = time.monotonic()
-    wait_for(lambda: second.leading, timeout=10)
-    assert time.monotonic() - stopped < 5  # the resignation, not the 60 s standby try
-    one(conn, "select pgque.send('q', '{}'::jsonb)")
-    wait_for(lambda: rows(conn, "select * from pgque.receive('q', 'c')") != [], timeout=5)
+    wait_for(lambda: second.leading, timeout=60, what="the standby taking over")
+    sent_and_ticked(conn, "5")
 
 
 def test_a_standby_stops_promptly(db: str, queue: str, tickers: list[pgque.Ticker]) -> None:
