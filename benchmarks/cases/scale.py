@@ -41,6 +41,9 @@ MEMORY = "backend memory after the first send, above a one-queue database"
 STALL = "a send right after another connection's create_queue, above a plain send"
 TICKER = f"ticker() round, {ACTIVE} queues with events"
 MAINT = "maint() round"
+FIRST_RUNS = 9
+"""Fresh connections per engine and size for the first send: a figure of a few
+milliseconds on a shared machine needs more than the usual three."""
 
 for size in (1_000, 10_000):
     target(goal=f"create_queue at {size:,} queues <= 2x PgQ's",
@@ -93,6 +96,36 @@ class _Sweep:
                         higher_is_better=unit.endswith("/s"),
                         notes=dict.fromkeys(series, note))  # fmt: skip
 
+    def record_series(self, operation: str, size: int, unit: str,
+                      series: dict[str, Series]) -> None:  # fmt: skip
+        """Record interleaved ``series`` (their reruns and disturbances kept) at ``size``."""
+        for s in series.values():
+            s.extra["size"] = [float(size)] * len(s.values)
+        self.ctx.record(workload(operation, self.dimension, size), series, unit,
+                        higher_is_better=unit.endswith("/s"))  # fmt: skip
+
+
+def _first_sends(ctx: Context, dsn: str, size: int, runs: int) -> dict[str, Series]:
+    """Per engine, the first send's milliseconds in fresh connections, the engines
+    alternating and each run watched for other processes' CPU (``extra["memory"]``:
+    the MB of backend memory the send added)."""
+
+    def measure(send: str) -> Callable[[], dict[str, float]]:
+        run = iter(range(runs * 2))  # a rerun takes the next queue
+
+        def one() -> dict[str, float]:
+            queue = f"q{(next(run) * 7919) % size}"
+            with connect(dsn) as fresh:
+                before = _memory(fresh)
+                ms = _timed(fresh, f"select {send}", queue)
+                return {"value": ms, "memory": _memory(fresh) - before}
+
+        return one
+
+    return ctx.interleave({"pgque": measure("pgque.send(%s, 'x')"),
+                           "pgq": measure("pgq.insert_event(%s, 't', 'x')")},
+                          runs=runs)  # fmt: skip
+
 
 def _create_queues(conn: Conn, schema: str, first: int, last: int) -> None:
     """Queues ``q<n>`` for n in [first, last), 100 per transaction, ticked only when
@@ -133,20 +166,14 @@ def _queue_sweep(ctx: Context) -> None:
         have = size
         sweep.record(CREATE, size, "ms", create_ms)
 
-        first: dict[str, list[float]] = {}
+        first = _first_sends(ctx, dsn, size, max(runs, FIRST_RUNS))
         memory: dict[str, list[float]] = {}
-        for schema, send in (("pgque", "pgque.send(%s, 'x')"),
-                             ("pgq", "pgq.insert_event(%s, 't', 'x')")):  # fmt: skip
-            first[schema], memory[schema] = [], []
-            for i in range(runs):
-                with connect(dsn) as fresh:
-                    before = _memory(fresh)
-                    first[schema].append(_timed(fresh, f"select {send}", f"q{(i * 7919) % size}"))
-                    memory[schema].append(_memory(fresh) - before)
+        for schema, series in first.items():
+            memory[schema] = series.extra.pop("memory")
             if size == 1:
                 base_memory[schema] = statistics.median(memory[schema])
             memory[schema] = [m - base_memory[schema] for m in memory[schema]]
-        sweep.record(FIRST_SEND, size, "ms", first)
+        sweep.record_series(FIRST_SEND, size, "ms", first)
         sweep.record(MEMORY, size, "MB", memory)
 
         stall: dict[str, list[float]] = {"pgque": [], "pgq": []}
