@@ -189,17 +189,21 @@ def test_cursor_reads_batch_in_pieces(
     tx.rollback()
 
 
-def test_batch_reads_run_without_jit(conn: psycopg.Connection[Any]) -> None:
+def test_batch_reads_run_without_jit(conn: psycopg.Connection[Any], queue: str) -> None:
     """The event tables are never ANALYZEd, so a big one's batch query looks costly
     enough to JIT-compile (88 ms for 2 ms of reading at 10^8 events): the functions
-    that run it turn JIT off."""
-    without_jit = {
-        name
-        for (name,) in rows(
+    that run it turn JIT off, and a queue's batch reader plans it once, by index."""
+    settings = {
+        name: set(config or ())
+        for name, config in rows(
             conn,
-            "select p.proname from pg_proc p where p.pronamespace = 'pgque'::regnamespace"
-            " and 'jit=off' = any (p.proconfig)",
+            "select p.proname, p.proconfig from pg_proc p"
+            " where p.pronamespace = 'pgque'::regnamespace",
         )
     }
-    assert {"get_batch_events", "_batch_messages", "_batch_events_by_id",
-            "get_batch_cursor"} <= without_jit  # fmt: skip
+    for name in ("_batch_events_by_id", "get_batch_cursor"):
+        assert "jit=off" in settings[name], name
+    queue_id = one(conn, "select queue_id from pgque.queue where queue_name = %s", queue)
+    reader = settings[f"_read_q{queue_id}"]
+    assert {"jit=off", "plan_cache_mode=force_generic_plan", "enable_seqscan=off",
+            "enable_bitmapscan=off"} <= reader  # fmt: skip

@@ -1,6 +1,7 @@
-"""The ticker's wakeup functions read only the queue's own objects.
+"""The ticker's functions read only the queue's own objects.
 
-``_ticker_sequences``, ``_ticker_arm_wake`` and ``_tick_stragglers`` run as
+``_ticker_sequences``, ``_ticker_arm_wake``, ``_tick_stragglers``, ``_tick`` and
+``ticker_eager`` run as
 pgque's owner (here a superuser). A queue row changed behind pgque's back
 (by the superuser, as a bug or an old install without the CHECK
 ``queue_objects_follow_id`` might have left it) must not make them read an
@@ -86,3 +87,23 @@ def test_stragglers_read_only_the_queues_own_event_tables(
         "update pgque.queue set queue_data_pfx = 'public.app_data' where queue_name = 'jobs'"
     )
     assert one(conn, "select pgque._tick_stragglers('jobs')") == 1
+
+
+def test_ticks_record_the_queues_own_sequence(conn: psycopg.Connection[Any], tampered: int) -> None:
+    """``_tick`` (through ``ticker``) and ``ticker_eager`` read the queue's event
+    sequence and draw the tick id from its tick sequence, both by the queue id."""
+    conn.execute("create sequence public.app_tick_seq")
+    conn.execute("select pg_catalog.setval('public.app_tick_seq', %s)", (OUTSIDER_VALUE,))
+    conn.execute(
+        "update pgque.queue set queue_tick_seq = 'public.app_tick_seq' where queue_name = 'jobs'"
+    )
+    eager = one(conn, "select pgque.ticker_eager('jobs', '0 seconds')")
+    assert eager is not None and eager != OUTSIDER_VALUE + 1
+    assert rows(
+        conn,
+        "select tick_id, tick_event_seq from pgque.tick t join pgque.queue q"
+        " on q.queue_id = t.tick_queue where q.queue_name = 'jobs'"
+        " order by tick_id desc limit 1",
+    ) == [(eager, tampered)]
+    _outsider_untouched(conn)
+    assert one(conn, "select last_value from public.app_tick_seq") == OUTSIDER_VALUE

@@ -171,10 +171,11 @@ SHAPE_QUERIES = {
         "select p.oid::regprocedure::text, pg_catalog.pg_get_function_result(p.oid),"
         " p.proacl::text, p.prosecdef, p.proconfig::text, p.provolatile, p.proisstrict,"
         # The insert routers follow the queues there are: the tops branch to
-        # the middle routers, which exist (like the leaves) for the queues.
+        # the middle routers, which exist (like the leaves and the batch
+        # readers) for the queues.
         " case when p.proname !~ '^_route_(event|batch)$' then md5(p.prosrc) end"
         " from pg_catalog.pg_proc p where p.pronamespace = 'pgque'::regnamespace"
-        " and p.proname !~ '^_route_(event|batch)_[ml][0-9]+$'"
+        " and p.proname !~ '^(_route_(event|batch)_[ml]|_read_q)[0-9]+$'"
     ),
     "columns": (
         "select c.relname, c.relkind::text, c.relacl::text, c.reloptions::text, a.attname,"

@@ -19,6 +19,7 @@
 \ir functions/ticker.sql
 \ir functions/consumer.sql
 \ir functions/batch.sql
+\ir functions/batch_reader.sql
 \ir functions/retry.sql
 \ir functions/maint.sql
 \ir functions/info.sql

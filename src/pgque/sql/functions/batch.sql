@@ -327,28 +327,36 @@ $$;
 comment on function pgque.next_batch(text, text, text, interval) is
     'Cooperative form of next_batch for one subconsumer. Returns the batch id or NULL.';
 
--- Internal: which event tables can hold events of a batch from snapshot
--- i_s1 to i_s2, given the queue's rotation state. At most two: the rotation
--- rule guarantees no batch reaches the table before the previous one.
-create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
-returns text[]
+-- Internal: which event tables (numbers) can hold events of a batch from
+-- snapshot i_s1 to i_s2, given the queue's rotation state. At most two: the
+-- rotation rule guarantees no batch reaches the table before the previous one.
+create or replace function pgque._batch_table_numbers(
+    i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
+returns integer[]
 language plpgsql stable
 as $$
 declare
-    v_cur text := q.queue_data_pfx || '_' || q.queue_cur_table;
-    v_prev text := q.queue_data_pfx || '_'
-                   || ((q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables);
+    v_prev integer := (i_queue.queue_cur_table + i_queue.queue_ntables - 1) % i_queue.queue_ntables;
 begin
-    if pg_catalog.pg_snapshot_xmax(i_s2) < q.queue_switch_step1 then
+    if pg_catalog.pg_snapshot_xmax(i_s2) < i_queue.queue_switch_step1 then
         -- Cut entirely before the last rotation.
         return array[v_prev];
-    elsif q.queue_switch_step2 is not null
-          and pg_catalog.pg_snapshot_xmin(i_s1) > q.queue_switch_step2 then
+    elsif i_queue.queue_switch_step2 is not null
+          and pg_catalog.pg_snapshot_xmin(i_s1) > i_queue.queue_switch_step2 then
         -- Started after every writer could see the rotation.
-        return array[v_cur];
+        return array[i_queue.queue_cur_table];
     end if;
-    return array[v_cur, v_prev];
+    return array[i_queue.queue_cur_table, v_prev];
 end
+$$;
+
+-- Internal: the names of those tables (_batch_table_numbers).
+create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
+returns text[]
+language sql stable
+as $$
+    select pg_catalog.array_agg(q.queue_data_pfx || '_' || t order by o)
+      from pg_catalog.unnest(pgque._batch_table_numbers(q, i_s1, i_s2)) with ordinality u(t, o)
 $$;
 
 -- Internal: an open batch's queue row, its consumer's sub_id and the
@@ -389,26 +397,19 @@ $$;
 comment on function pgque.batch_event_tables(bigint) is
     'The event tables the batch''s events can be in.';
 
--- Internal: the SQL selecting the events of queue i_queue whose transaction is
--- visible in snapshot i_s2 and not in i_s1 (the events between two ticks),
--- unordered, with i_filter (SQL starting with ' and ') added to each part.
--- The one builder of a tick range's query: batch_event_sql (batches) and
--- spark_range_sql (the Spark reader) differ only in their filter.
-create or replace function pgque._tick_range_sql(
-    i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_filter text)
-returns text
-language plpgsql stable
+-- Internal: the bounds of the events between snapshots i_s1 and i_s2: those
+-- whose txid is from lower_txid to upper_txid and visible in i_s2 but not
+-- in i_s1, and those of txid_list (running at i_s1, finished at i_s2, too
+-- far below the range to fold into it). NULL txid_list: none.
+create or replace function pgque._tick_range_bounds(
+    i_s1 pg_snapshot, i_s2 pg_snapshot,
+    out lower_txid xid8, out upper_txid xid8, out txid_list xid8[])
+language plpgsql immutable
 as $$
 declare
     v_lower bigint := pg_catalog.pg_snapshot_xmax(i_s1)::text::bigint;
     v_xid bigint;
-    v_in_list bigint[] := '{}';
-    v_parts text[] := '{}';
-    v_table text;
-    -- The event columns, written once: get_batch_events' result, PgQ's order.
-    v_columns constant text :=
-        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+    v_list bigint[] := '{}';
 begin
     -- Membership: visible in s2, not visible in s1. Such txids are either
     -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
@@ -424,21 +425,46 @@ begin
         if v_xid >= v_lower - 100 then
             v_lower := v_xid;
         else
-            v_in_list := v_in_list || v_xid;
+            v_list := v_list || v_xid;
         end if;
     end loop;
+    lower_txid := v_lower::text::xid8;
+    upper_txid := pg_catalog.pg_snapshot_xmax(i_s2);
+    if pg_catalog.cardinality(v_list) > 0 then
+        txid_list := v_list::text[]::xid8[];
+    end if;
+end
+$$;
 
+-- Internal: the SQL selecting the events of queue i_queue whose transaction is
+-- visible in snapshot i_s2 and not in i_s1 (the events between two ticks),
+-- unordered, with i_filter (SQL starting with ' and ') added to each part.
+-- The one builder of a tick range's query: batch_event_sql (batches) and
+-- spark_range_sql (the Spark reader) differ only in their filter.
+create or replace function pgque._tick_range_sql(
+    i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_filter text)
+returns text
+language plpgsql stable
+as $$
+declare
+    r record := pgque._tick_range_bounds(i_s1, i_s2);
+    v_parts text[] := '{}';
+    v_table text;
+    -- The event columns, written once: get_batch_events' result, PgQ's order.
+    v_columns constant text :=
+        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
+        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+begin
     foreach v_table in array pgque._batch_tables(i_queue, i_s1, i_s2) loop
         v_parts := v_parts || pg_catalog.format(
             'select %s from %s where ev_txid >= %L::xid8 and ev_txid <= %L::xid8'
             ' and pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)'
             ' and not pg_catalog.pg_visible_in_snapshot(ev_txid, %L::pg_snapshot)%s',
-            v_columns, pgque.quote_fqname(v_table), v_lower,
-            pg_catalog.pg_snapshot_xmax(i_s2), i_s2, i_s1, i_filter);
-        if pg_catalog.cardinality(v_in_list) > 0 then
+            v_columns, pgque.quote_fqname(v_table), r.lower_txid, r.upper_txid, i_s2, i_s1, i_filter);
+        if r.txid_list is not null then
             v_parts := v_parts || pg_catalog.format(
                 'select %s from %s where ev_txid = any (%L::xid8[])%s',
-                v_columns, pgque.quote_fqname(v_table), v_in_list, i_filter);
+                v_columns, pgque.quote_fqname(v_table), r.txid_list, i_filter);
         end if;
     end loop;
     return pg_catalog.array_to_string(v_parts, ' union all ');
@@ -471,11 +497,10 @@ create or replace function pgque.get_batch_events(
 returns setof record
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
--- See _batch_messages.
-set jit = off
 as $$
 begin
-    return query execute pgque.batch_event_sql(x_batch_id);
+    -- Through the queue's batch reader (batch_reader.sql): a cached plan.
+    return query select * from pgque._read_batch(x_batch_id, false, null, null, null);
 end
 $$;
 comment on function pgque.get_batch_events(bigint) is

@@ -296,8 +296,9 @@ begin
 end
 $$;
 
--- Internal: brings the routers of queue id i_queue_id's leaf up to date
--- (create_queue and drop_queue call it in their transaction).
+-- Internal: brings the routers of queue id i_queue_id's leaf, and its batch
+-- reader, up to date (create_queue and drop_queue call it in their
+-- transaction).
 create or replace function pgque._update_router(i_queue_id integer)
 returns void
 language plpgsql
@@ -307,6 +308,7 @@ declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
 begin
+    perform pgque._update_batch_reader(i_queue_id);  -- batch_reader.sql
     if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
         return;  -- beyond the tree: the dynamic path
     end if;

@@ -56,7 +56,7 @@ begin
     select * into v_last from pgque.tick
      where tick_queue = i_queue_id order by tick_id desc limit 1;
 
-    v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
+    v_seq := coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(i_queue_id, 'id')), 1);
 
     if v_last.tick_id is not null then
         if pg_catalog.pg_snapshot_xmin(v_last.tick_snapshot) > pg_catalog.pg_current_xact_id() then
@@ -95,7 +95,7 @@ begin
     end if;
 
     insert into pgque.tick (tick_queue, tick_id, tick_event_seq)
-    values (i_queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), v_seq)
+    values (i_queue_id, pg_catalog.nextval(pgque._queue_sequence(i_queue_id, 'tick')), v_seq)
     returning tick_id into v_tick_id;
 
     -- A wake-up only: the payload is empty, since any role that can connect
@@ -150,9 +150,8 @@ as $$
              order by t.tick_id desc limit 1) l on true
       cross join lateral (
             -- The sequence's name follows from the id, in schema pgque.
-            select coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass(
-                       pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_id_seq'))), 1)
-                   as seq,
+            select coalesce(pg_catalog.pg_sequence_last_value(
+                       pgque._queue_sequence(q.queue_id, 'id')), 1) as seq,
                    pg_catalog.now() - l.tick_time as lag) v
      where not q.queue_ticker_paused and not q.queue_external_ticker
        and (l.tick_id is null
@@ -308,12 +307,13 @@ declare
     i integer;
 begin
     if i_seq <> 1 or i_last.tick_event_seq <> 1
-       or pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass) is null then
+       or pg_catalog.pg_sequence_last_value(pgque._queue_sequence(q.queue_id, 'id')) is null then
         return false;
     end if;
     for i in 0 .. q.queue_ntables - 1 loop
-        execute 'select ev_txid from ' || pgque.quote_fqname(q.queue_data_pfx || '_' || i)
-             || ' where ev_id = 1 and ev_owner is null'
+        -- The queue's own event table, proven by OID and namespace.
+        execute pg_catalog.format('select ev_txid from %s where ev_id = 1 and ev_owner is null',
+                                  pgque._queue_relation(q, i::text))
            into v_txid;
         if v_txid is not null then
             return not pg_catalog.pg_visible_in_snapshot(v_txid, i_last.tick_snapshot);
@@ -344,7 +344,7 @@ begin
         return v_last.tick_id;
     end if;
     if v_last.tick_id is not null then
-        v_seq := coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 1);
+        v_seq := coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(q.queue_id, 'id')), 1);
         if v_seq <= v_last.tick_event_seq
            and not pgque._first_event_unticked(q, v_seq, v_last) then
             return v_last.tick_id;  -- nothing new: covered by the last tick

@@ -100,3 +100,14 @@ end
 $$;
 comment on function pgque.log_event(text, text, text, jsonb) is
     'Writes a structured pgque event to the server log (RAISE LOG; attributes as JSON in DETAIL).';
+
+-- Internal: queue i_queue_id's event sequence ('id') or tick sequence
+-- ('tick'). The name follows from the id, in schema pgque where only
+-- pgque's owner creates objects; never from the queue row's stored names.
+create or replace function pgque._queue_sequence(i_queue_id integer, i_kind text)
+returns regclass
+language sql stable
+as $$
+    select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
+               'event_' || i_queue_id || '_' || i_kind || '_seq'))
+$$;

@@ -56,8 +56,7 @@ language sql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
     select q.queue_name,
-           coalesce(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass(
-               pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_id_seq'))), 0),
+           coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(q.queue_id, 'id')), 0),
            (select t.tick_event_seq from pgque.tick t
              where t.tick_queue = q.queue_id order by t.tick_id desc limit 1)
       from pgque.queue q

@@ -198,6 +198,12 @@ begin
 end
 $owner_only$;
 
--- The insert routers: the tops, and the middle and leaf routers of the
--- queues that exist (the stale-routine step dropped the previous build's).
-do $router$ begin perform pgque._rebuild_routers(); end $router$;
+-- The insert routers (the tops, and the middle and leaf routers of the
+-- queues that exist) and the batch readers of the queues that exist (the
+-- stale-routine step dropped the previous build's).
+do $router$
+begin
+    perform pgque._rebuild_routers();
+    perform pgque._rebuild_batch_readers();
+end
+$router$;
