@@ -44,6 +44,10 @@ MAINT = "maint() round"
 FIRST_RUNS = 9
 """Fresh connections per engine and size for the first send: a figure of a few
 milliseconds on a shared machine needs more than the usual three."""
+CPU_WAIT_MS = 1.0
+"""A first send whose backend waited longer than this for a CPU (other processes
+running, which the CPU watch misses when they are other PostgreSQL servers of the
+same OS user) is measured again, up to three times."""
 
 for size in (1_000, 10_000):
     target(goal=f"create_queue at {size:,} queues <= 2x PgQ's",
@@ -105,20 +109,36 @@ class _Sweep:
                         higher_is_better=unit.endswith("/s"))  # fmt: skip
 
 
+def _backend_times(pid: int) -> tuple[float, float]:
+    """Milliseconds the (local) backend ``pid`` has run on a CPU and waited for one."""
+    with open(f"/proc/{pid}/schedstat") as stats:
+        ran, waited = stats.read().split()[:2]
+    return int(ran) / 1e6, int(waited) / 1e6
+
+
 def _first_sends(ctx: Context, dsn: str, size: int, runs: int) -> dict[str, Series]:
     """Per engine, the first send's milliseconds in fresh connections, the engines
-    alternating and each run watched for other processes' CPU (``extra["memory"]``:
-    the MB of backend memory the send added)."""
+    alternating and each run watched for other processes' CPU; extras: the MB of
+    backend memory the send added (``memory``), the backend's CPU time and its wait
+    for a CPU (a run that waited more than ``CPU_WAIT_MS`` is tried again)."""
 
     def measure(send: str) -> Callable[[], dict[str, float]]:
-        run = iter(range(runs * 2))  # a rerun takes the next queue
+        run = iter(range(runs * 2 * 3))  # each try takes the next queue
 
         def one() -> dict[str, float]:
-            queue = f"q{(next(run) * 7919) % size}"
-            with connect(dsn) as fresh:
-                before = _memory(fresh)
-                ms = _timed(fresh, f"select {send}", queue)
-                return {"value": ms, "memory": _memory(fresh) - before}
+            for _ in range(3):
+                queue = f"q{(next(run) * 7919) % size}"
+                with connect(dsn) as fresh:
+                    before = _memory(fresh)
+                    cpu, wait = _backend_times(fresh.info.backend_pid)
+                    ms = _timed(fresh, f"select {send}", queue)
+                    cpu_after, wait_after = _backend_times(fresh.info.backend_pid)
+                    result = {"value": ms, "memory": _memory(fresh) - before,
+                              "server CPU ms": cpu_after - cpu,
+                              "waited for a CPU ms": wait_after - wait}  # fmt: skip
+                if result["waited for a CPU ms"] <= CPU_WAIT_MS:
+                    break
+            return result
 
         return one
 
