@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg import sql
-from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
@@ -202,23 +201,16 @@ class AsyncRunner:
         return ticker
 
     async def _tick(self, conn: psycopg.AsyncConnection[Any], consumer: AsyncConsumer) -> None:
-        """Tick the consumer's queue on the batch connection (in a transaction of its
-        own, committed asynchronously as the ticker's are) when this process leads the
-        ticking: one round trip, and the next poll opens the batch at once."""
+        """Tick the consumer's queue on the batch connection (one statement, a
+        transaction of its own, committed asynchronously as the ticker's are) when this
+        process leads the ticking, so that the next poll opens the batch at once."""
         ticker = self._ticking()
         if ticker is None or consumer.stopping:
             return
-        statement = sql.SQL(query("consumer_tick")).format(
-            sql.Literal(consumer.queue), sql.Literal(f"{ticker.max_wait} seconds")
-        )
+        params = (consumer.queue, f"{ticker.max_wait} seconds")
         try:
             async with setup_errors(conn, consumer.queue, consumer.name):
-                try:
-                    await conn.execute(statement)
-                except psycopg.Error:
-                    if conn.info.transaction_status == TransactionStatus.INERROR:
-                        await conn.rollback()  # the statement's own BEGIN failed midway
-                    raise
+                await conn.execute(query("consumer_tick"), params)
         except PgqueError as exc:
             if exc.sqlstate != "42501":
                 raise

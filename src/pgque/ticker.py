@@ -10,11 +10,14 @@ connection just went. The leader
   ``pgque_ticker_wake`` when they commit, one notification per wait
   (``functions/wakeup.sql``); it polls every ``idle_poll_interval`` (1 s) as
   a safety net, so an idle ticker runs a few statements a second;
-* when woken, reads every queue's event sequence and ticks a queue whose
-  sequence moved as soon as its consumers have taken the previous tick,
-  else after ``max_wait``, polling every ``poll_interval`` meanwhile, so
-  batches grow under load (``pgque.ticker_eager``); each tick NOTIFYs the
-  queue's consumers;
+* when woken, arms the wakeup again and reads every queue's event sequence
+  (one statement), and ticks a queue whose sequence moved as soon as its
+  consumers have taken the previous tick, else after ``max_wait``, polling
+  every ``poll_interval`` meanwhile, so batches grow under load
+  (``pgque.ticker_eager``); each tick NOTIFYs the queue's consumers. The
+  wakeup is armed on every such round, also while a tick waits, so that a
+  consumer of this process, which ticks its own queue, is woken by the
+  next commit rather than by the leader's poll;
 * calls ``pgque.ticker()`` every ``tick_period_ms`` (``pgque.config``) while
   events flow, and every ``idle_poll_interval`` when idle, for PgQ's own
   rules, idle ticks included;
@@ -326,19 +329,22 @@ class Ticker:
         now: float,
         watch: dict[str, float],
     ) -> bool:
-        """One round of the leader; True when nothing moved since the wakeup was armed
-        (the leader may wait for one). A queue that moved is watched for stragglers."""
-        arm = not pending
+        """One round of the leader; True when it armed the wakeup and no tick waits
+        (the leader may wait for a wakeup: a commit after the arming notifies). A
+        queue that moved is watched for stragglers.
+
+        Every round that reads the sequences arms the wakeup, also while a tick
+        waits for its batch to grow: the next commit then wakes a consumer of this
+        process that ticks its own queue, instead of that consumer waiting for this
+        round's poll."""
         scan = now >= due.sequences
-        if arm and not scan:
+        if not pending and not scan:
             return False  # arming reads every sequence: wait for due.sequences (_pause)
-        if arm:
-            _drain_notifies(conn)  # older than the arming: what they announce is read now
-        moved = False
         rows: list[tuple[str, int, int | None]] = []
         if scan:
+            _drain_notifies(conn)  # older than the arming: what they announce is read now
             started = time.monotonic()
-            rows = conn.execute(query("ticker_arm_wake" if arm else "ticker_sequences")).fetchall()
+            rows = conn.execute(query("ticker_arm_wake")).fetchall()
             due.sequences = _next_scan(started, time.monotonic())
         for name, value, ticked in rows:
             if seen.get(name) == value:
@@ -350,7 +356,6 @@ class Ticker:
             # nothing to do. A first event leaves the gauge at 1: ticker_eager decides.
             if ticked is None or value > ticked or value <= 1:
                 pending.add(name)
-                moved = True
         active = bool(pending) or now - self._last_activity < _ACTIVE_FOR
         if active and now >= due.xmin_check:
             xmin = _value(conn, query("ticker_xmin"))
@@ -375,7 +380,7 @@ class Ticker:
         if now >= due.period_check:
             due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
             due.period_check = now + max(1.0, self.idle_poll_interval)
-        return arm and not moved
+        return scan and not pending
 
 
 class _Maintenance:

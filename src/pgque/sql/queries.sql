@@ -101,13 +101,11 @@ select pg_catalog.pg_try_advisory_lock(pgque.ticker_lock_key())
 -- name: ticker_resign_notify
 select pg_catalog.pg_advisory_unlock(pgque.ticker_lock_key()), pg_catalog.pg_notify(%s, '')
 
--- name: ticker_sequences
-select queue_name, event_seq, tick_event_seq from pgque._ticker_sequences()
-
 -- name: ticker_eager
 select pgque.ticker_eager(%s, %s::interval)
 
--- Arms the producers' wakeup, then reads the sequences (as ticker_sequences).
+-- Arms the producers' wakeup, then reads every queue's event sequence and
+-- the value its last tick recorded.
 -- name: ticker_arm_wake
 select queue_name, event_seq, tick_event_seq from pgque._ticker_arm_wake()
 
@@ -115,10 +113,12 @@ select queue_name, event_seq, tick_event_seq from pgque._ticker_arm_wake()
 -- name: ticker_stragglers
 select pgque._tick_stragglers(%s)
 
--- A consumer's own eager tick, in one round trip: a transaction of its own,
--- committed asynchronously as the ticker's ticks are (queue, max wait).
+-- A consumer's own eager tick, in one statement on an autocommit connection:
+-- a transaction of its own, committed asynchronously as the ticker's ticks
+-- are (queue, max wait).
 -- name: consumer_tick
-begin; set local synchronous_commit = off; select pgque.ticker_eager({}, {}::interval); commit
+select pgque.ticker_eager(%s, %s::interval),
+       pg_catalog.set_config('synchronous_commit', 'off', true)
 
 -- name: ticker_xmin
 select pgque.xmin_horizon()
