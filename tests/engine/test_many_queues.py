@@ -3,8 +3,9 @@
 The routers are a tree of fixed shape (``insert_router.sql``): a top with a
 branch per 2,048 queue ids, a middle router per 2,048 ids with a branch per
 16, and a leaf per 16 ids holding the static INSERTs. These tests pin the
-shape and what other sessions see when queues come and go; the costs are
-measured by the benchmark suite's ``scale`` case.
+shape, the one path a session's first send runs, and what other sessions see
+when queues come and go; the costs are measured by the benchmark suite's
+``scale`` case.
 """
 
 from __future__ import annotations
@@ -83,9 +84,33 @@ def test_the_routers_do_not_grow_with_the_number_of_queues(conn: Conn) -> None:
     assert after["_route_event_l2"][1] == 11
 
 
-def test_a_session_older_than_100_new_queues_sends_to_all_of_them(
+def test_a_sessions_first_send_runs_one_router_per_level_whatever_the_queue_count(
     conn: Conn, connect: Any
 ) -> None:
+    create_queues(conn, "near", 20)  # ids 1..20: leaves 0 and 1 of middle router 0
+    # A big install without creating 5,000 queues: the next id is 5,001, in
+    # leaf 312 of middle router 2 (the tree depends on queue ids alone).
+    conn.execute("select setval(pg_get_serial_sequence('pgque.queue', 'queue_id'), 5000)")
+    conn.execute("select pgque.create_queue('far')")
+    sender = connect()
+    sender.execute("set track_functions = 'all'")
+    with sender.transaction():
+        sender.execute("select pgque.send('far', 'first')")
+        called = rows(
+            sender,
+            "select funcname, calls from pg_stat_xact_user_functions"
+            " where schemaname = 'pgque' order by funcname",
+        )
+    # Nothing per queue: no proof of the table, no dynamic path, no lookup
+    # among the routers; the one branch of each level.
+    assert called == [
+        ("_insert_event", 1), ("_route_event", 1), ("_route_event_l312", 1),
+        ("_route_event_m2", 1), ("send", 1),
+    ]  # fmt: skip
+    assert placed(conn, ["far"]) == {"far": ["event_5001_0"]}
+
+
+def test_a_session_older_than_100_new_queues_sends_to_all_of_them(conn: Conn, connect: Any) -> None:
     create_queues(conn, "old", 1)
     sender = connect()
     sender.execute("select pgque.send('old0000', 'compiles the routers')")
@@ -94,9 +119,7 @@ def test_a_session_older_than_100_new_queues_sends_to_all_of_them(
         sender.execute("select pgque.send(%s, 'hello')", (name,))
         sender.execute("select pgque.send_batch(%s, array['a', 'b']::text[])", (name,))
     queue_ids = dict(rows(conn, "select queue_name, queue_id from pgque.queue"))
-    assert placed(conn, names) == {
-        name: [f"event_{queue_ids[name]}_0"] * 3 for name in names
-    }
+    assert placed(conn, names) == {name: [f"event_{queue_ids[name]}_0"] * 3 for name in names}
 
 
 def test_dropping_one_of_1000_queues_leaves_the_others_sending_in_open_sessions(
