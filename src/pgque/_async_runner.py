@@ -136,6 +136,9 @@ class AsyncRunner:
                 self._ticker.set(await self._wants_ticker(conn))  # decided on every connection
             async with self._listener() as listener:
                 while not self._stop.is_set():
+                    # What was announced so far, the ticks and polls below see:
+                    # only what arrives from here on is worth waking for.
+                    await self._take_notifies(listener)
                     polled = False
                     for consumer in self.consumers:
                         await self._tick(conn, consumer)
@@ -223,15 +226,23 @@ class AsyncRunner:
         or a producer's commit while this process does the ticking."""
         return channel != WAKE_CHANNEL or self._ticking() is not None
 
-    async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
-        """Return on a NOTIFY, after ``poll_interval``, or soon after a stop."""
-        deadline = time.monotonic() + self.poll_interval
+    async def _take_notifies(self, listener: psycopg.AsyncConnection[Any] | None) -> bool:
+        """Read the notifications that have arrived, without waiting; whether one is work.
+
+        Each tick NOTIFYs, the consumer's own included: read before a poll, its
+        notification does not wake the consumer for a second, empty poll."""
         woken = False
         if listener is not None:
             async for note in listener.notifies(timeout=0):
                 woken = woken or self._wakes(note.channel)
-            if woken:
-                return  # wakeups arrived while we worked
+        return woken
+
+    async def _wait_for_work(self, listener: psycopg.AsyncConnection[Any] | None) -> None:
+        """Return on a NOTIFY, after ``poll_interval``, or soon after a stop."""
+        deadline = time.monotonic() + self.poll_interval
+        woken = False
+        if await self._take_notifies(listener):
+            return  # wakeups arrived while we worked
         while not self._stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:

@@ -136,6 +136,9 @@ class Runner:
                 self._ticker.set(self._wants_ticker(conn))  # decided on every connection
             with self._listener() as listener:
                 while not self._stop.is_set():
+                    # What was announced so far, the ticks and polls below see:
+                    # only what arrives from here on is worth waking for.
+                    self._take_notifies(listener)
                     polled = False
                     for consumer in self.consumers:
                         self._tick(conn, consumer)
@@ -223,15 +226,23 @@ class Runner:
         or a producer's commit while this process does the ticking."""
         return channel != WAKE_CHANNEL or self._ticking() is not None
 
-    def _wait_for_work(self, listener: psycopg.Connection[Any] | None) -> None:
-        """Return on a NOTIFY, after ``poll_interval``, or soon after a stop."""
-        deadline = time.monotonic() + self.poll_interval
+    def _take_notifies(self, listener: psycopg.Connection[Any] | None) -> bool:
+        """Read the notifications that have arrived, without waiting; whether one is work.
+
+        Each tick NOTIFYs, the consumer's own included: read before a poll, its
+        notification does not wake the consumer for a second, empty poll."""
         woken = False
         if listener is not None:
             for note in listener.notifies(timeout=0):
                 woken = woken or self._wakes(note.channel)
-            if woken:
-                return  # wakeups arrived while we worked
+        return woken
+
+    def _wait_for_work(self, listener: psycopg.Connection[Any] | None) -> None:
+        """Return on a NOTIFY, after ``poll_interval``, or soon after a stop."""
+        deadline = time.monotonic() + self.poll_interval
+        woken = False
+        if self._take_notifies(listener):
+            return  # wakeups arrived while we worked
         while not self._stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
