@@ -116,7 +116,7 @@ language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
 set search_path = pgque, pg_catalog, pg_temp
--- See _batch_messages.
+-- JIT: see batch_reader.sql.
 set jit = off
 as $$
 declare

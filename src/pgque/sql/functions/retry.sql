@@ -8,7 +8,7 @@ create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_
 returns setof pgque.event_template
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
--- See _batch_messages.
+-- JIT: see batch_reader.sql.
 set jit = off
 as $$
 begin
