@@ -498,9 +498,13 @@ returns setof record
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
+declare
+    a record := pgque._read_batch_args(x_batch_id);
 begin
     -- Through the queue's batch reader (batch_reader.sql): a cached plan.
-    return query select * from pgque._read_batch(x_batch_id, false, null, null, null);
+    return query execute a.sql
+      using a.tables, a.lower_txid, a.upper_txid, a.s1, a.s2, a.txid_list, a.owner,
+            null::interval, null::integer, null::integer, null::bigint;
 end
 $$;
 comment on function pgque.get_batch_events(bigint) is

@@ -114,28 +114,36 @@ begin
 end
 $$;
 
--- Internal: the events of open batch i_batch_id through its queue's reader,
--- ordered by ev_id: the first i_limit (all when NULL) of those not older
--- than the queue's event_ttl (with i_ttl) and, with a slot count i_n, of
--- slot i_slot.
-create or replace function pgque._read_batch(
-    i_batch_id bigint, i_ttl boolean, i_slot integer, i_n integer, i_limit bigint)
-returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,
-               ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,
-               ev_extra4 text)
+-- Internal: how to read open batch i_batch_id through its queue's reader:
+-- the SQL of the call, whose parameters $1 .. $7 are this record's fields
+-- from tables to owner, $8 the ttl (this record's, or NULL), $9 and $10 a
+-- partition slot and slot count, $11 a limit. The caller runs it with RETURN QUERY EXECUTE, so
+-- the rows are copied once on the way (a function returning them would copy
+-- them again). Each part is ordered and limited: one part needs no more.
+create or replace function pgque._read_batch_args(
+    i_batch_id bigint,
+    out sql text, out tables integer[], out lower_txid xid8, out upper_txid xid8,
+    out s1 pg_snapshot, out s2 pg_snapshot, out txid_list xid8[], out owner integer,
+    out ttl interval)
 language plpgsql stable
 as $$
 declare
     b record := pgque._batch_range(i_batch_id);
     r record := pgque._tick_range_bounds(b.s1, b.s2);
 begin
+    tables := pgque._batch_table_numbers(b.queue, b.s1, b.s2);
+    lower_txid := r.lower_txid;
+    upper_txid := r.upper_txid;
+    s1 := b.s1;
+    s2 := b.s2;
+    txid_list := r.txid_list;
+    owner := b.sub_id;
+    ttl := (b.queue).queue_event_ttl;
     -- The reader's name comes from the queue's id, in schema pgque.
-    return query execute pg_catalog.format(
-        'select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) r'
-        || ' order by r.ev_id limit $11', pgque._batch_reader_name((b.queue).queue_id))
-      using pgque._batch_table_numbers(b.queue, b.s1, b.s2), r.lower_txid, r.upper_txid, b.s1, b.s2,
-            r.txid_list, b.sub_id, case when i_ttl then (b.queue).queue_event_ttl end,
-            i_slot, i_n, i_limit;
+    sql := pg_catalog.format('select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) r',
+                        pgque._batch_reader_name((b.queue).queue_id))
+        || case when pg_catalog.cardinality(tables) > 1 or txid_list is not null
+                then ' order by r.ev_id limit $11' else '' end;
 end
 $$;
 

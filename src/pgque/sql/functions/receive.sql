@@ -46,11 +46,17 @@ comment on function pgque.unsubscribe(text, text) is
 create or replace function pgque._batch_messages(
     i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
 returns setof pgque.message
-language sql stable
+language plpgsql stable
 as $$
-    select r.ev_id, i_batch_id, r.ev_type, r.ev_data, r.ev_retry, r.ev_time,
-           r.ev_extra1, r.ev_extra2, r.ev_extra3, r.ev_extra4
-      from pgque._read_batch(i_batch_id, true, i_slot, i_n, i_limit) r
+declare
+    a record := pgque._read_batch_args(i_batch_id);
+begin
+    return query execute
+        'select b.ev_id, $12, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
+        || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4 from (' || a.sql || ') b'
+      using a.tables, a.lower_txid, a.upper_txid, a.s1, a.s2, a.txid_list, a.owner, a.ttl,
+            i_slot, i_n, i_limit, i_batch_id;
+end
 $$;
 
 -- Internal: the body of receive, receive_coop and receive_partitioned. Opens
