@@ -2497,6 +2497,18 @@ begin
 end
 $$;
 
+-- Internal: the event columns of a query over event tables, written once:
+-- get_batch_events' result, in PgQ's order, each column prefixed with
+-- i_prefix (a table alias and a dot, or '').
+create or replace function pgque._event_columns(i_prefix text)
+returns text
+language sql immutable
+as $$
+    select pg_catalog.format(
+        '%1$sev_id, %1$sev_time, %1$sev_txid::text::int8 as ev_txid, %1$sev_retry, %1$sev_type,'
+        || ' %1$sev_data, %1$sev_extra1, %1$sev_extra2, %1$sev_extra3, %1$sev_extra4', i_prefix)
+$$;
+
 -- Internal: the SQL selecting the events of queue i_queue whose transaction is
 -- visible in snapshot i_s2 and not in i_s1 (the events between two ticks),
 -- unordered, with i_filter (SQL starting with ' and ') added to each part.
@@ -2511,10 +2523,7 @@ declare
     r record := pgque._tick_range_bounds(i_s1, i_s2);
     v_parts text[] := '{}';
     v_table text;
-    -- The event columns, written once: get_batch_events' result, PgQ's order.
-    v_columns constant text :=
-        'ev_id, ev_time, ev_txid::text::int8 as ev_txid, ev_retry, ev_type, ev_data,'
-        || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4';
+    v_columns constant text := pgque._event_columns('');
 begin
     foreach v_table in array pgque._batch_tables(i_queue, i_s1, i_s2) loop
         v_parts := v_parts || pg_catalog.format(
@@ -2672,9 +2681,7 @@ declare
     -- The columns of get_batch_events, and the filters of every part: the
     -- consumer's own retry copies (ev_owner), the queue's event_ttl and a
     -- partition slot.
-    v_columns constant text :=
-        'e.ev_id, e.ev_time, e.ev_txid::text::int8, e.ev_retry, e.ev_type, e.ev_data,'
-        || ' e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4';
+    v_columns constant text := pgque._event_columns('e.');
     v_filters constant text :=
         ' and (e.ev_owner is null or e.ev_owner = i_owner)'
         || ' and (i_ttl is null or e.ev_time >= pg_catalog.now() - i_ttl)'

@@ -48,9 +48,7 @@ declare
     -- The columns of get_batch_events, and the filters of every part: the
     -- consumer's own retry copies (ev_owner), the queue's event_ttl and a
     -- partition slot.
-    v_columns constant text :=
-        'e.ev_id, e.ev_time, e.ev_txid::text::int8, e.ev_retry, e.ev_type, e.ev_data,'
-        || ' e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4';
+    v_columns constant text := pgque._event_columns('e.');
     v_filters constant text :=
         ' and (e.ev_owner is null or e.ev_owner = i_owner)'
         || ' and (i_ttl is null or e.ev_time >= pg_catalog.now() - i_ttl)'
