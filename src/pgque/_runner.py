@@ -12,10 +12,11 @@ handlers that stop its owner, and reconnects with backoff after database
 errors; setup errors and giving up end it (:func:`pgque._consumer_policy.recover`).
 
 While its in-process ticker leads (and the xmin horizon is not held), the
-runner also ticks each consumer's queue on the batch connection before
-polling it, and listens for the producers' wakeups: a commit then wakes the
-consumer, which ticks and opens the batch itself, without waiting for the
-ticker's round and its NOTIFY (see docs/concepts.md, "Latency").
+runner also has each consumer tick its queue in the round trip that opens
+the batch (which arms the producers' wakeup), and listens for those
+wakeups: a commit then wakes the consumer, which ticks and opens the batch
+itself, without waiting for the ticker's round and its NOTIFY (see
+docs/concepts.md, "Latency").
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class Runner:
         self._backoff = policy.Backoff()
         source = policy.ticker_source(self.lead.listen_dsn or self.lead.dsn)
         self._ticker = policy.TickerSwitch(source, self._log, self.lead.name)
-        self._may_self_tick = True  # until the role turns out not to be allowed to tick
+        self._may_self_tick = False  # decided on every connection (_session)
 
     def run(self) -> None:
         """Consume until the stop event is set; raises what ends consuming (see
@@ -134,6 +135,7 @@ class Runner:
                 consumer.prepare(conn)
             with setup_errors(conn, self.lead.queue, self.lead.name):
                 self._ticker.set(self._wants_ticker(conn))  # decided on every connection
+            self._may_self_tick = self._ticker.runner is not None and self._may_tick(conn)
             with self._listener() as listener:
                 while not self._stop.is_set():
                     # What was announced so far, the ticks and polls below see:
@@ -141,8 +143,7 @@ class Runner:
                     self._take_notifies(listener)
                     polled = False
                     for consumer in self.consumers:
-                        self._tick(conn, consumer)
-                        if consumer.poll(conn):
+                        if consumer.poll(conn, tick=self._tick_wait(consumer)):
                             polled = True
                             break  # start again from the highest priority
                     self._backoff.reset()  # a healthy poll: the next reconnect pause is short
@@ -203,23 +204,24 @@ class Runner:
             return None
         return ticker
 
-    def _tick(self, conn: psycopg.Connection[Any], consumer: Consumer) -> None:
-        """Tick the consumer's queue on the batch connection (one statement, a
-        transaction of its own, committed asynchronously as the ticker's are) when this
-        process leads the ticking, so that the next poll opens the batch at once."""
+    def _tick_wait(self, consumer: Consumer) -> float | None:
+        """The ``max_wait`` of the consumer's own tick in its next poll, or None (no
+        tick): it ticks while this process leads the ticking and the role may tick,
+        so that the poll opens a batch at once. The ticker leaves that queue to it."""
         ticker = self._ticking()
         if ticker is None or consumer.stopping:
-            return
-        params = (consumer.queue, f"{ticker.max_wait} seconds")
-        try:
-            with setup_errors(conn, consumer.queue, consumer.name):
-                conn.execute(query("consumer_tick"), params)
-        except PgqueError as exc:
-            if exc.sqlstate != "42501":
-                raise
-            self._may_self_tick = False  # the Ticker ticks on its own connection then
+            return None
+        ticker.note_self_tick(consumer.queue)
+        return float(ticker.max_wait)
+
+    def _may_tick(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether this role may tick a queue itself (else the ticker's rounds do)."""
+        cur = conn.execute(query("may_self_tick"))
+        row = cur.fetchone()
+        if not (allowed := bool(row and row[0])):
             self._log.info("consumer %s: this role may not tick; the ticker's round does",
                            self.lead.name)  # fmt: skip
+        return allowed
 
     def _wakes(self, channel: str) -> bool:
         """Whether a notification on ``channel`` is work: a tick of a consumer's queue,

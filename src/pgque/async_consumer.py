@@ -38,12 +38,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
-from opentelemetry import trace
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
 from pgque import tracing
 from pgque._acompat import ASYNC, Event, call_with_timeout, run_lanes, wait_event
+from pgque._async_batch import AsyncBatchOpener, traced_receive
 from pgque._async_runner import AsyncRunner, setup_errors
 from pgque._async_settle import AsyncSettler
 from pgque._async_slots import AsyncSlotLeases, SlotRef
@@ -59,7 +59,7 @@ from pgque._queries import query
 from pgque.async_client import AsyncPgqueClient
 from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueFenced
 from pgque.message import Message
-from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
+from pgque.otel import CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
 __all__ = ["AsyncConsumer", "ConsumerGaveUp"]
 
@@ -207,6 +207,7 @@ class AsyncConsumer(ConsumerSettings):
         self._settles = policy.SettleFailures(max_settle_failures)
         self._rate: RateLimiter | None = None
         self._slots: AsyncSlotLeases | None = None
+        self._batches = AsyncBatchOpener()
         self._worker = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
@@ -332,27 +333,33 @@ class AsyncConsumer(ConsumerSettings):
                 params = (self.queue, self.name, self.subconsumer)
                 await conn.execute(query("subscribe_subconsumer"), params)
 
-    async def poll(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+    async def poll(
+        self, conn: psycopg.AsyncConnection[Any], *, tick: float | None = None
+    ) -> int | None:
         """Receive one batch on ``conn``, run its handlers, settle and ack it.
 
         ``conn`` is an autocommit connection (each batch is a transaction of
         its own). Returns how many messages were handled, or None when there
         was no batch (or the consumer is stopping). A batch that could not
         be settled is rolled back and, after a pause, its count returned;
-        one stopped past ``shutdown_timeout`` is rolled back (None).
+        one stopped past ``shutdown_timeout`` is rolled back (None). ``tick``
+        (a loop that leads the ticking): tick the queue first, as
+        ``ticker_eager`` does with that ``max_wait`` in seconds.
 
         Raises:
             PgqueError: A setup error, saying what to do, or
                 :class:`ConsumerGaveUp`; database errors as they come.
         """
         async with setup_errors(conn, self.queue, self.name):
-            return await self._poll_once(conn)
+            return await self._poll_once(conn, tick)
 
-    async def _poll_once(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+    async def _poll_once(
+        self, conn: psycopg.AsyncConnection[Any], tick: float | None
+    ) -> int | None:
         if self._stop.is_set():
             return None
         try:
-            count = await self._poll_batch(conn)
+            count = await self._poll_batch(conn, tick)
         except _BatchAborted:
             self._log.warning(
                 "consumer %s: stopped mid-batch; the batch was rolled back for redelivery",
@@ -368,31 +375,40 @@ class AsyncConsumer(ConsumerSettings):
             self._settles.succeeded()
         return count
 
-    async def _poll_batch(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
+    async def _poll_batch(
+        self, conn: psycopg.AsyncConnection[Any], tick: float | None
+    ) -> int | None:
         client = AsyncPgqueClient(conn)
+        plain = self._slots is None and self.subconsumer is None
+        if plain and self._batches.fits(conn):
+            async with self._batches.transaction(conn):  # BEGIN, receive (and tick): one trip
+                msgs = await traced_receive(self.queue, self.name, functools.partial(
+                    self._batches.receive, conn, self.queue, self.name, self.max_messages,
+                    tick=tick))  # fmt: skip
+                return await self._process(conn, client, msgs) if msgs else None
+        if tick is not None:
+            await self._tick(conn, tick)
         if self._slots is not None:
             return await self._poll_slots(conn, client, self._slots)
         if self.subconsumer is not None:
             # Taking a cooperative batch locks the group: in its own short
             # transaction, so other members are not held up while we work.
             subconsumer = self.subconsumer
-            msgs = await self._traced_receive(
-                lambda: client.receive_coop(
-                    self.queue, self.name, subconsumer,
-                    max_messages=self.max_messages, dead_interval=self.dead_interval,
-                )
-            )  # fmt: skip
+            msgs = await traced_receive(self.queue, self.name, functools.partial(
+                client.receive_coop, self.queue, self.name, subconsumer,
+                max_messages=self.max_messages, dead_interval=self.dead_interval))  # fmt: skip
             if not msgs:
                 return None
             async with conn.transaction():
                 return await self._process(conn, client, msgs)
-        async with conn.transaction():
-            msgs = await self._traced_receive(
-                lambda: client.receive(self.queue, self.name, self.max_messages)
-            )
-            if not msgs:
-                return None
-            return await self._process(conn, client, msgs)
+        async with conn.transaction():  # in the caller's transaction: a savepoint
+            msgs = await traced_receive(self.queue, self.name, functools.partial(
+                client.receive, self.queue, self.name, self.max_messages))  # fmt: skip
+            return await self._process(conn, client, msgs) if msgs else None
+
+    async def _tick(self, conn: psycopg.AsyncConnection[Any], max_wait: float) -> None:
+        """Tick the queue as ``ticker_eager`` does, arming the wakeup (autocommit ``conn``)."""
+        await conn.execute(query("consumer_tick"), (self.queue, f"{max_wait} seconds"))
 
     async def _poll_slots(
         self, conn: psycopg.AsyncConnection[Any], client: AsyncPgqueClient, slots: AsyncSlotLeases
@@ -405,8 +421,8 @@ class AsyncConsumer(ConsumerSettings):
         for slot in slots.in_turn():
             try:
                 async with conn.transaction():
-                    msgs = await self._traced_receive(
-                        functools.partial(slots.receive, client, slot)
+                    msgs = await traced_receive(
+                        self.queue, self.name, functools.partial(slots.receive, client, slot)
                     )
                     if msgs:
                         slots.worked(slot)
@@ -422,23 +438,6 @@ class AsyncConsumer(ConsumerSettings):
         if self._slots is None:
             return self.poll_interval
         return min(self.poll_interval, self.lease_ttl / 3)
-
-    async def _traced_receive(
-        self, receive: Callable[[], Awaitable[list[Message]]]
-    ) -> list[Message]:
-        """Run a receive call inside a ``receive`` span linked to the messages' traces."""
-        tel = telemetry()
-        with tel.operation("receive", self.queue, attributes={CONSUMER_GROUP: self.name}) as op:
-            msgs = await receive()
-            if msgs:
-                tel.record_consumed(self.queue, len(msgs), attributes={CONSUMER_GROUP: self.name})
-            if msgs and op.span.is_recording():
-                op.span.set_attribute(BATCH_MESSAGE_COUNT, len(msgs))
-                for msg in msgs:
-                    parent = tracing.extract(msg.extra1, msg.extra4)
-                    if parent is not None:
-                        op.span.add_link(trace.get_current_span(parent).get_span_context())
-        return msgs
 
     async def _process(
         self,

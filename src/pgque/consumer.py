@@ -39,11 +39,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from opentelemetry import trace
 from psycopg_pool import ConnectionPool
 
 from pgque import _consumer_policy as policy
 from pgque import tracing
+from pgque._batch import BatchOpener, traced_receive
 from pgque._compat import Event, call_with_timeout, run_lanes, wait_event
 from pgque._consumer_options import (
     ALL_MESSAGES,
@@ -60,7 +60,7 @@ from pgque._slots import SlotLeases, SlotRef
 from pgque.client import PgqueClient
 from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueFenced
 from pgque.message import Message
-from pgque.otel import BATCH_MESSAGE_COUNT, CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
+from pgque.otel import CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
 __all__ = ["Consumer", "ConsumerGaveUp"]
 
@@ -208,6 +208,7 @@ class Consumer(ConsumerSettings):
         self._settles = policy.SettleFailures(max_settle_failures)
         self._rate: RateLimiter | None = None
         self._slots: SlotLeases | None = None
+        self._batches = BatchOpener()
         self._worker = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
@@ -329,27 +330,29 @@ class Consumer(ConsumerSettings):
                 params = (self.queue, self.name, self.subconsumer)
                 conn.execute(query("subscribe_subconsumer"), params)
 
-    def poll(self, conn: psycopg.Connection[Any]) -> int | None:
+    def poll(self, conn: psycopg.Connection[Any], *, tick: float | None = None) -> int | None:
         """Receive one batch on ``conn``, run its handlers, settle and ack it.
 
         ``conn`` is an autocommit connection (each batch is a transaction of
         its own). Returns how many messages were handled, or None when there
         was no batch (or the consumer is stopping). A batch that could not
         be settled is rolled back and, after a pause, its count returned;
-        one stopped past ``shutdown_timeout`` is rolled back (None).
+        one stopped past ``shutdown_timeout`` is rolled back (None). ``tick``
+        (a loop that leads the ticking): tick the queue first, as
+        ``ticker_eager`` does with that ``max_wait`` in seconds.
 
         Raises:
             PgqueError: A setup error, saying what to do, or
                 :class:`ConsumerGaveUp`; database errors as they come.
         """
         with setup_errors(conn, self.queue, self.name):
-            return self._poll_once(conn)
+            return self._poll_once(conn, tick)
 
-    def _poll_once(self, conn: psycopg.Connection[Any]) -> int | None:
+    def _poll_once(self, conn: psycopg.Connection[Any], tick: float | None) -> int | None:
         if self._stop.is_set():
             return None
         try:
-            count = self._poll_batch(conn)
+            count = self._poll_batch(conn, tick)
         except _BatchAborted:
             self._log.warning(
                 "consumer %s: stopped mid-batch; the batch was rolled back for redelivery",
@@ -365,31 +368,38 @@ class Consumer(ConsumerSettings):
             self._settles.succeeded()
         return count
 
-    def _poll_batch(self, conn: psycopg.Connection[Any]) -> int | None:
+    def _poll_batch(self, conn: psycopg.Connection[Any], tick: float | None) -> int | None:
         client = PgqueClient(conn)
+        plain = self._slots is None and self.subconsumer is None
+        if plain and self._batches.fits(conn):
+            with self._batches.transaction(conn):  # BEGIN, receive (and tick): one trip
+                msgs = traced_receive(self.queue, self.name, functools.partial(
+                    self._batches.receive, conn, self.queue, self.name, self.max_messages,
+                    tick=tick))  # fmt: skip
+                return self._process(conn, client, msgs) if msgs else None
+        if tick is not None:
+            self._tick(conn, tick)
         if self._slots is not None:
             return self._poll_slots(conn, client, self._slots)
         if self.subconsumer is not None:
             # Taking a cooperative batch locks the group: in its own short
             # transaction, so other members are not held up while we work.
             subconsumer = self.subconsumer
-            msgs = self._traced_receive(
-                lambda: client.receive_coop(
-                    self.queue, self.name, subconsumer,
-                    max_messages=self.max_messages, dead_interval=self.dead_interval,
-                )
-            )  # fmt: skip
+            msgs = traced_receive(self.queue, self.name, functools.partial(
+                client.receive_coop, self.queue, self.name, subconsumer,
+                max_messages=self.max_messages, dead_interval=self.dead_interval))  # fmt: skip
             if not msgs:
                 return None
             with conn.transaction():
                 return self._process(conn, client, msgs)
-        with conn.transaction():
-            msgs = self._traced_receive(
-                lambda: client.receive(self.queue, self.name, self.max_messages)
-            )
-            if not msgs:
-                return None
-            return self._process(conn, client, msgs)
+        with conn.transaction():  # in the caller's transaction: a savepoint
+            msgs = traced_receive(self.queue, self.name, functools.partial(
+                client.receive, self.queue, self.name, self.max_messages))  # fmt: skip
+            return self._process(conn, client, msgs) if msgs else None
+
+    def _tick(self, conn: psycopg.Connection[Any], max_wait: float) -> None:
+        """Tick the queue as ``ticker_eager`` does, arming the wakeup (autocommit ``conn``)."""
+        conn.execute(query("consumer_tick"), (self.queue, f"{max_wait} seconds"))
 
     def _poll_slots(
         self, conn: psycopg.Connection[Any], client: PgqueClient, slots: SlotLeases
@@ -402,7 +412,9 @@ class Consumer(ConsumerSettings):
         for slot in slots.in_turn():
             try:
                 with conn.transaction():
-                    msgs = self._traced_receive(functools.partial(slots.receive, client, slot))
+                    msgs = traced_receive(
+                        self.queue, self.name, functools.partial(slots.receive, client, slot)
+                    )
                     if msgs:
                         slots.worked(slot)
                         return self._process(conn, client, msgs, slots.ref(slot))
@@ -417,21 +429,6 @@ class Consumer(ConsumerSettings):
         if self._slots is None:
             return self.poll_interval
         return min(self.poll_interval, self.lease_ttl / 3)
-
-    def _traced_receive(self, receive: Callable[[], list[Message]]) -> list[Message]:
-        """Run a receive call inside a ``receive`` span linked to the messages' traces."""
-        tel = telemetry()
-        with tel.operation("receive", self.queue, attributes={CONSUMER_GROUP: self.name}) as op:
-            msgs = receive()
-            if msgs:
-                tel.record_consumed(self.queue, len(msgs), attributes={CONSUMER_GROUP: self.name})
-            if msgs and op.span.is_recording():
-                op.span.set_attribute(BATCH_MESSAGE_COUNT, len(msgs))
-                for msg in msgs:
-                    parent = tracing.extract(msg.extra1, msg.extra4)
-                    if parent is not None:
-                        op.span.add_link(trace.get_current_span(parent).get_span_context())
-        return msgs
 
     def _process(
         self,

@@ -67,6 +67,10 @@ _ACTIVE_FOR = 0.5
 _STRAGGLERS_FOR = 0.05
 """Seconds the leader polls for a ticked queue's stragglers before leaving them to the
 safety round (a long transaction holds them back)."""
+_SELF_TICKED_FOR = 0.005
+"""Seconds after a consumer of this process ticked its queue itself during which the
+leader leaves that queue to it: no tick, no straggler check, and a round over every
+queue at most this often while only such queues move."""
 _WAIT_SLICE = 0.5
 """The longest a wait for a notification goes without looking at the stop flag."""
 _SCAN_SPACING = 9.0
@@ -174,6 +178,15 @@ class Ticker:
         self.leading = False
         #: True while the xmin horizon is held and ticking is slowed (while leading).
         self.held_xmin = False
+        self._self_ticked: dict[str, float] = {}
+
+    def note_self_tick(self, queue: str) -> None:
+        """Say that a consumer of this process ticks ``queue`` itself before a poll (its
+        tick also arms the wakeup): for a moment the leader leaves that queue to it."""
+        self._self_ticked[queue] = time.monotonic()
+
+    def _left_to_consumer(self, queue: str, now: float) -> bool:
+        return now - self._self_ticked.get(queue, -_SELF_TICKED_FOR) < _SELF_TICKED_FOR
 
     # -- running -------------------------------------------------------------
 
@@ -309,6 +322,9 @@ class Ticker:
         :data:`_STRAGGLERS_FOR` (poll), False when one was ticked (go round again)."""
         ticked, close = False, False
         for name, until in list(watch.items()):
+            if self._left_to_consumer(name, now):
+                close = True  # looked at once its consumer waits
+                continue
             state = _value(conn, query("ticker_stragglers"), (name,))
             if state == 1:
                 ticked = True
@@ -334,9 +350,10 @@ class Ticker:
         queue that moved is watched for stragglers.
 
         Every round that reads the sequences arms the wakeup, also while a tick
-        waits for its batch to grow: the next commit then wakes a consumer of this
-        process that ticks its own queue, instead of that consumer waiting for this
-        round's poll."""
+        waits for its batch to grow. A queue that a consumer of this process
+        ticks itself (:meth:`note_self_tick`) is left to it while it does: the
+        leader then reads the sequences every few milliseconds, not on every
+        commit, and takes the queue back once the consumer waits."""
         scan = now >= due.sequences
         if not pending and not scan:
             return False  # arming reads every sequence: wait for due.sequences (_pause)
@@ -346,16 +363,30 @@ class Ticker:
             started = time.monotonic()
             rows = conn.execute(query("ticker_arm_wake")).fetchall()
             due.sequences = _next_scan(started, time.monotonic())
+        moved_self, moved_elsewhere = False, False
         for name, value, ticked in rows:
             if seen.get(name) == value:
                 continue
-            seen[name] = value
             self._last_activity = now
+            if self._left_to_consumer(name, now):
+                # Its consumer ticks it before every poll. Not marked seen: once the
+                # consumer waits, a later round takes what is left (a tick it let
+                # wait for other consumers, stragglers).
+                moved_self = True
+                continue
+            seen[name] = value
+            moved_elsewhere = True
             watch[name] = now + _STRAGGLERS_FOR
             # Covered by the last tick (a consumer of this process ticked it, say):
             # nothing to do. A first event leaves the gauge at 1: ticker_eager decides.
             if ticked is None or value > ticked or value <= 1:
                 pending.add(name)
+        deferred = moved_self and not moved_elsewhere
+        if deferred:
+            # Only queues that their consumers tick moved: their ticks arm the wakeup
+            # and wake this leader on every commit. Look again (not at every wakeup)
+            # once they may have stopped.
+            due.sequences = max(due.sequences, now + _SELF_TICKED_FOR)
         active = bool(pending) or now - self._last_activity < _ACTIVE_FOR
         if active and now >= due.xmin_check:
             xmin = _value(conn, query("ticker_xmin"))
@@ -380,7 +411,7 @@ class Ticker:
         if now >= due.period_check:
             due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
             due.period_check = now + max(1.0, self.idle_poll_interval)
-        return scan and not pending
+        return scan and not pending and not deferred
 
 
 class _Maintenance:

@@ -189,10 +189,13 @@ def test_cursor_reads_batch_in_pieces(
     tx.rollback()
 
 
-def test_batch_reads_run_without_jit(conn: psycopg.Connection[Any], queue: str) -> None:
+def test_batch_reads_run_without_jit_or_workers(
+    conn: psycopg.Connection[Any], queue: str
+) -> None:
     """The event tables are never ANALYZEd, so a big one's batch query looks costly
-    enough to JIT-compile (88 ms for 2 ms of reading at 10^8 events): the functions
-    that run it turn JIT off, and a queue's batch reader plans it once, by index."""
+    enough to JIT-compile (88 ms for 2 ms of reading at 10^8 events) and to start
+    parallel workers for: the functions that run it turn both off, and a queue's
+    batch reader plans it once, by index."""
     settings = {
         name: set(config or ())
         for name, config in rows(
@@ -203,7 +206,8 @@ def test_batch_reads_run_without_jit(conn: psycopg.Connection[Any], queue: str) 
     }
     for name in ("_batch_events_by_id", "get_batch_cursor"):
         assert "jit=off" in settings[name], name
+    assert "max_parallel_workers_per_gather=0" in settings["_batch_events_by_id"]
     queue_id = one(conn, "select queue_id from pgque.queue where queue_name = %s", queue)
     reader = settings[f"_read_q{queue_id}"]
     assert {"jit=off", "plan_cache_mode=force_generic_plan", "enable_seqscan=off",
-            "enable_bitmapscan=off"} <= reader  # fmt: skip
+            "enable_bitmapscan=off", "max_parallel_workers_per_gather=0"} <= reader  # fmt: skip

@@ -25,6 +25,8 @@ import pytest
 
 import pgque
 from _engine import one
+from pgque._async_batch import AsyncBatchOpener
+from pgque._batch import BatchOpener
 
 KINDS = ["sync", "async"]
 
@@ -39,6 +41,11 @@ def consumer_class(kind: str) -> type[Any]:
 def multi_class(kind: str) -> type[Any]:
     """The multi-queue consumer class of that kind."""
     return pgque.MultiQueueConsumer if kind == "sync" else pgque.AsyncMultiQueueConsumer
+
+
+def opener_class(kind: str) -> type[Any]:
+    """The class that opens the consumer's batches (its ``receive`` reads them)."""
+    return BatchOpener if kind == "sync" else AsyncBatchOpener
 
 
 def client_class(kind: str) -> type[Any]:
@@ -134,4 +141,3 @@ class Running:
     def alive(self) -> bool:
         """True while ``start()`` runs."""
         return self.thread.is_alive()
-

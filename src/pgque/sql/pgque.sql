@@ -948,7 +948,8 @@ comment on function pgque.set_queue_config(text, text, text) is
 --
 -- A ticker with nothing to do arms the wakeup (_ticker_arm_wake: the
 -- sequence pgque.ticker_wake_seq set to 0) and waits on channel
--- pgque_ticker_wake. Every insert path calls _wake after its routed insert:
+-- pgque_ticker_wake; so does an SDK consumer that ticks its own queue
+-- (_consumer_tick), before every poll. Every insert path calls _wake after its routed insert:
 -- while the sequence reads 0, the first caller to draw 1 from it queues a
 -- NOTIFY, delivered when its transaction commits; every other caller, and
 -- every caller while the ticker is busy, only reads the sequence. A burst
@@ -989,6 +990,25 @@ as $$
 begin
     perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
     return query select s.queue_name, s.event_seq, s.tick_event_seq from pgque._ticker_sequences() s;
+end
+$$;
+
+-- Internal: the SDK consumer's tick before a poll, while its process leads
+-- the ticking. Arms the wakeup (a write only when a producer took it),
+-- then ticks as ticker_eager does, which reads the queue's event sequence
+-- after the arming: an event it does not see notifies at commit, so a
+-- consumer that found nothing may wait on pgque_ticker_wake and is woken
+-- by the next commit itself, not by the ticker's next round.
+create or replace function pgque._consumer_tick(i_queue_name text, i_max_wait interval)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) is distinct from 0 then
+        perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
+    end if;
+    return pgque.ticker_eager(i_queue_name, i_max_wait);
 end
 $$;
 
@@ -2645,7 +2665,10 @@ comment on function pgque.get_batch_info(bigint) is
 -- a big table's estimate for a batch's txid range is far too high and made
 -- PostgreSQL JIT-compile every batch query: 88 ms for 2 ms of reading at
 -- 10^8 events, measured. The readers, and the functions that still run a
--- batch's SQL text, turn JIT off.
+-- batch's SQL text, turn JIT off. The same estimate made the generic plan a
+-- parallel index scan from about 1.6 * 10^7 events on: two workers started
+-- and stopped for every batch, halving the drain rate at 10^8 (measured).
+-- Batch reads therefore run without parallel workers too.
 --
 --   _read_q<id>    the events of queue <id> between two snapshots, from the
 --                  tables given (numbers), each part ordered by ev_id
@@ -2705,15 +2728,15 @@ begin
             v_columns, v_table, v_filters, v_columns, v_table, v_filters);
     end loop;
     -- A generic plan, planned once per session: never a sequential or bitmap
-    -- scan of a table whose statistics (never ANALYZEd) say little, and no
-    -- JIT (see the top of this file).
+    -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
+    -- and no parallel workers (see the top of this file).
     execute pg_catalog.format(
         E'create or replace function pgque.%I(%s)\n'
         || E'returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
         || E' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
         || E' ev_extra4 text)\nlanguage plpgsql stable\n'
         || E'set plan_cache_mode = force_generic_plan set enable_seqscan = off'
-        || E' set enable_bitmapscan = off set jit = off\n'
+        || E' set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0\n'
         || E'as $reader$\ndeclare\n    t integer;\nbegin\n'
         || E'    foreach t in array i_tables loop\n%s\n    end loop;\nend\n$reader$',
         pgque._batch_reader_name(i_queue.queue_id), pgque._batch_reader_signature(),
@@ -2804,8 +2827,8 @@ create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_
 returns setof pgque.event_template
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
--- JIT: see batch_reader.sql.
-set jit = off
+-- JIT and parallel workers: see batch_reader.sql.
+set jit = off set max_parallel_workers_per_gather = 0
 as $$
 begin
     return query execute
@@ -8227,13 +8250,15 @@ begin
 end
 $grants$;
 
--- The ticker loops and run_maint() run with the caller's rights and use these.
+-- Internal functions that admins call: the ticker loops and run_maint()
+-- (with the caller's rights), the SDK's Ticker and its consumers' ticks.
 grant execute on function
     pgque._holds_ticker_lock(),
     pgque._ticker_next_slot(timestamptz, timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
     pgque._ticker_arm_wake(),
+    pgque._consumer_tick(text, interval),
     pgque._ticker_sequences(),
     pgque._tick_stragglers(text)
 to pgque_admin;

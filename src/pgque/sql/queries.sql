@@ -56,6 +56,21 @@ select pgque.unsubscribe(%s, %s)
 -- name: receive
 select * from pgque.receive(%s, %s, %s)
 
+-- A consumer's batch, opened in one round trip with the simple protocol
+-- (pgque/_async_batch.py): these statements are composed with literals,
+-- not parameters. The tick (when the consumer ticks its queue itself) is a
+-- transaction of its own, committed asynchronously as the ticker's ticks
+-- are, that arms the producers' wakeup first (queue, max wait).
+-- name: batch_tick
+select pgque._consumer_tick({queue}, {max_wait}::interval),
+       pg_catalog.set_config('synchronous_commit', 'off', true);
+commit
+
+-- The batch's transaction, left open for the handlers and the ack.
+-- name: batch_begin_receive
+begin;
+select * from pgque.receive({queue}, {consumer}, {max_messages})
+
 -- name: batch_rest
 select ev_id, %s::bigint, ev_type, ev_data, ev_retry, ev_time,
        ev_extra1, ev_extra2, ev_extra3, ev_extra4
@@ -113,11 +128,17 @@ select queue_name, event_seq, tick_event_seq from pgque._ticker_arm_wake()
 -- name: ticker_stragglers
 select pgque._tick_stragglers(%s)
 
+-- Whether the role may tick a queue itself (NULL: pgque has no such function).
+-- name: may_self_tick
+select pg_catalog.has_function_privilege(
+           pg_catalog.to_regprocedure('pgque._consumer_tick(text, interval)'), 'execute')
+
 -- A consumer's own eager tick, in one statement on an autocommit connection:
 -- a transaction of its own, committed asynchronously as the ticker's ticks
--- are (queue, max wait).
+-- are (queue, max wait). It arms the producers' wakeup first, so a consumer
+-- that then finds nothing is woken by the next commit.
 -- name: consumer_tick
-select pgque.ticker_eager(%s, %s::interval),
+select pgque._consumer_tick(%s, %s::interval),
        pg_catalog.set_config('synchronous_commit', 'off', true)
 
 -- name: ticker_xmin

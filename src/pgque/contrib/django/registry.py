@@ -97,11 +97,16 @@ class DjangoConsumer(Consumer):
 
         return decorate
 
-    def poll(self, conn: psycopg.Connection[Any] | None = None) -> int | None:
+    def poll(
+        self, conn: psycopg.Connection[Any] | None = None, *, tick: float | None = None
+    ) -> int | None:
         """Receive one batch on Django's connection, run its handlers, settle and ack it,
         all in one Django transaction; returns how many messages were handled (None: no
-        batch). ``conn`` (the worker's own connection) is not used. Tests call it to
-        consume what is there."""
+        batch). ``conn`` (the worker's own connection) only takes the tick, when the
+        worker leads the ticking (``tick``: its ``max_wait``). Tests call it to consume
+        what is there."""
+        if tick is not None and conn is not None:
+            self._tick(conn, tick)  # a transaction of its own, before Django's
         if not connections[self.using].in_atomic_block:  # never inside a caller's transaction
             close_old_connections()
         django_conn = psycopg_connection(self.using)

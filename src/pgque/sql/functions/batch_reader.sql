@@ -12,7 +12,10 @@
 -- a big table's estimate for a batch's txid range is far too high and made
 -- PostgreSQL JIT-compile every batch query: 88 ms for 2 ms of reading at
 -- 10^8 events, measured. The readers, and the functions that still run a
--- batch's SQL text, turn JIT off.
+-- batch's SQL text, turn JIT off. The same estimate made the generic plan a
+-- parallel index scan from about 1.6 * 10^7 events on: two workers started
+-- and stopped for every batch, halving the drain rate at 10^8 (measured).
+-- Batch reads therefore run without parallel workers too.
 --
 --   _read_q<id>    the events of queue <id> between two snapshots, from the
 --                  tables given (numbers), each part ordered by ev_id
@@ -72,15 +75,15 @@ begin
             v_columns, v_table, v_filters, v_columns, v_table, v_filters);
     end loop;
     -- A generic plan, planned once per session: never a sequential or bitmap
-    -- scan of a table whose statistics (never ANALYZEd) say little, and no
-    -- JIT (see the top of this file).
+    -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
+    -- and no parallel workers (see the top of this file).
     execute pg_catalog.format(
         E'create or replace function pgque.%I(%s)\n'
         || E'returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
         || E' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
         || E' ev_extra4 text)\nlanguage plpgsql stable\n'
         || E'set plan_cache_mode = force_generic_plan set enable_seqscan = off'
-        || E' set enable_bitmapscan = off set jit = off\n'
+        || E' set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0\n'
         || E'as $reader$\ndeclare\n    t integer;\nbegin\n'
         || E'    foreach t in array i_tables loop\n%s\n    end loop;\nend\n$reader$',
         pgque._batch_reader_name(i_queue.queue_id), pgque._batch_reader_signature(),

@@ -8,8 +8,8 @@ create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_
 returns setof pgque.event_template
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
--- JIT: see batch_reader.sql.
-set jit = off
+-- JIT and parallel workers: see batch_reader.sql.
+set jit = off set max_parallel_workers_per_gather = 0
 as $$
 begin
     return query execute

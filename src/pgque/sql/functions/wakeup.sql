@@ -2,7 +2,8 @@
 --
 -- A ticker with nothing to do arms the wakeup (_ticker_arm_wake: the
 -- sequence pgque.ticker_wake_seq set to 0) and waits on channel
--- pgque_ticker_wake. Every insert path calls _wake after its routed insert:
+-- pgque_ticker_wake; so does an SDK consumer that ticks its own queue
+-- (_consumer_tick), before every poll. Every insert path calls _wake after its routed insert:
 -- while the sequence reads 0, the first caller to draw 1 from it queues a
 -- NOTIFY, delivered when its transaction commits; every other caller, and
 -- every caller while the ticker is busy, only reads the sequence. A burst
@@ -43,6 +44,25 @@ as $$
 begin
     perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
     return query select s.queue_name, s.event_seq, s.tick_event_seq from pgque._ticker_sequences() s;
+end
+$$;
+
+-- Internal: the SDK consumer's tick before a poll, while its process leads
+-- the ticking. Arms the wakeup (a write only when a producer took it),
+-- then ticks as ticker_eager does, which reads the queue's event sequence
+-- after the arming: an event it does not see notifies at commit, so a
+-- consumer that found nothing may wait on pgque_ticker_wake and is woken
+-- by the next commit itself, not by the ticker's next round.
+create or replace function pgque._consumer_tick(i_queue_name text, i_max_wait interval)
+returns bigint
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) is distinct from 0 then
+        perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
+    end if;
+    return pgque.ticker_eager(i_queue_name, i_max_wait);
 end
 $$;
 

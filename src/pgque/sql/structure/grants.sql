@@ -44,13 +44,15 @@ begin
 end
 $grants$;
 
--- The ticker loops and run_maint() run with the caller's rights and use these.
+-- Internal functions that admins call: the ticker loops and run_maint()
+-- (with the caller's rights), the SDK's Ticker and its consumers' ticks.
 grant execute on function
     pgque._holds_ticker_lock(),
     pgque._ticker_next_slot(timestamptz, timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
     pgque._ticker_arm_wake(),
+    pgque._consumer_tick(text, interval),
     pgque._ticker_sequences(),
     pgque._tick_stragglers(text)
 to pgque_admin;
