@@ -354,9 +354,7 @@ class Ticker:
         ticks itself (:meth:`note_self_tick`) is left to it while it does: the
         leader then reads the sequences every few milliseconds, not on every
         commit, and takes the queue back once the consumer waits."""
-        scan = now >= due.sequences
-        if not pending and not scan:
-            return False  # arming reads every sequence: wait for due.sequences (_pause)
+        scan = now >= due.sequences  # else wait for it (_pause): arming reads every sequence
         rows: list[tuple[str, int, int | None]] = []
         if scan:
             _drain_notifies(conn)  # older than the arming: what they announce is read now
