@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pgque._queries import query
+
 from ..core import Context, Series, case, timed_rate
 from ..fixtures import PAYLOAD_100, Conn, connect, eager_queue, preload
 from ..targets import target
@@ -108,6 +110,13 @@ def coop(ctx: Context) -> None:
     dsn = ctx.clusters.database("bench_coop", version=18)
     conn = connect(dsn)
     members = [connect(dsn) for _ in range(max(2, SLOTS))]
+    for c in (conn, *members):
+        # As the SDK's consumers do on every connection: without it, a backend that
+        # never freed a large allocation returns each batch's memory to the kernel
+        # and faults it in again (tests/sdk/test_consumer_backend_heap.py), while
+        # the connection that created the queues had raised its threshold: the
+        # plain drain on it read up to 2x faster than the members on theirs.
+        c.execute(query("keep_backend_heap"))
 
     # -- send_idem against send: one event per call, autocommit --------------------
     calls = ctx.size(5_000, 500)

@@ -318,13 +318,14 @@ class AsyncConsumer(ConsumerSettings):
     async def prepare(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Get ready to consume on a new connection: with ``subscribe=True``, subscribe.
 
-        For loops of your own around :meth:`poll`; :meth:`start` calls it on
-        every (re)connection.
+        For loops of your own around :meth:`poll`; :meth:`start` calls it on every
+        (re)connection. Also has the backend keep its heap between batches (queries.sql).
 
         Raises:
             PgqueError: A setup error, saying what to do (as :meth:`start`).
         """
         async with setup_errors(conn, self.queue, self.name):
+            await conn.execute(query("keep_backend_heap"))
             if self.subscribe and self._slots is not None:
                 await self._slots.subscribe(AsyncPgqueClient(conn))
             elif self.subscribe and self.subconsumer is None:

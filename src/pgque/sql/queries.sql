@@ -53,6 +53,14 @@ select pgque.subscribe(%s, %s)
 -- name: unsubscribe
 select pgque.unsubscribe(%s, %s)
 
+-- Run once on a consumer's connection: allocates and frees 1 MB in the backend.
+-- glibc's malloc then raises its trim threshold (to twice the largest chunk it
+-- freed), so the backend keeps its heap between batches; with the default of
+-- 128 kB it hands a batch's memory back to the kernel after every batch and
+-- faults it in again for the next one (tests/sdk/test_consumer_backend_heap.py).
+-- name: keep_backend_heap
+select pg_catalog.length(pg_catalog.repeat('x', 1048576))
+
 -- name: receive
 select * from pgque.receive(%s, %s, %s)
 
