@@ -1093,27 +1093,19 @@ $$;
 -- a fixed size with the number of queues and creating a queue rewrites one
 -- small function:
 --
---   _route_event            top: a branch per leaf below queue id 2,048
---                           that exists (at most 128), and one per middle
---                           router (at most 127)
---   _route_event_m<m>       middle m >= 1: 128 branches, one per 16 queue
---                           ids from 2,048 m on
+--   _route_event            top: a branch per 2,048 queue ids in use
+--   _route_event_m<m>       middle m: 128 branches, one per 16 queue ids
 --   _route_event_l<k>       leaf k: the queues with ids 16k .. 16k+15,
 --                           one static INSERT per event table
 --
--- (and _route_batch* alike for send_batch's arrays). A leaf is rewritten by
--- every create_queue and drop_queue of its queues; the top when a leaf
--- below id 2,048 or a middle router is first written (once per 16, then
--- once per 2,048 ids); a middle router never after. A send to one of the
--- first 2,047 queue ids therefore runs two routers (the top, its leaf), any
--- other three; a session compiles those on its first send, and a new queue
--- invalidates its leaf (at most once in 16 creates, the top) in other
--- sessions. Each level is called as a plain expression, which PL/pgSQL
--- evaluates without the executor; each runs only a few, since PL/pgSQL
--- prepares a simple expression again in every transaction that uses it
--- (about 0.4 µs each; a router's frame about 1.5 µs). Queue ids from
--- 262,144 on have no branch and take the dynamic path: only ever slower,
--- never wrong.
+-- (and _route_batch* alike for send_batch's arrays). A middle router is
+-- written when its first queue is created and never changed after; the top
+-- is rewritten then too (once per 2,048 ids), to branch to it; a leaf by
+-- every create_queue and drop_queue of its queues. A session therefore
+-- compiles three small functions on its first send, and a new queue
+-- invalidates only its leaf in other sessions. Each level is called as a
+-- plain expression, which PL/pgSQL evaluates without the executor. Queue ids from 262,144 on have no branch and take the dynamic
+-- path: only ever slower, never wrong.
 
 -- Internal: the tree's shape.
 create or replace function pgque._router_fanout()
@@ -1298,54 +1290,39 @@ as $$
            end
 $$;
 
--- Internal: the numbers of the routers of a kind at one level ('l' leaves,
--- 'm' middle routers) that exist, ascending.
-create or replace function pgque._routers_written(i_kind text, i_level text)
-returns integer[]
-language sql stable
-as $$
-    select coalesce(pg_catalog.array_agg(n order by n), '{}')
-      from (select pg_catalog.substring(p.proname, '_[lm]([0-9]+)$')::integer as n
-              from pg_catalog.pg_proc p
-             where p.pronamespace = 'pgque'::regnamespace
-               and p.proname ~ ('^_route_' || i_kind || '_' || i_level || '[0-9]+$')) r
-$$;
-
--- Internal: writes the top router of a kind: a branch to every leaf below
--- queue id 2,048 and to every middle router there is (the install, each new
--- such leaf and each new middle router rewrite it).
+-- Internal: writes the top router of a kind with a branch for every middle
+-- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_leaves integer[];
+    v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
     v_middles integer[];
 begin
-    -- One writer at a time; after the lock, the routers other writers
-    -- committed are visible.
+    -- One writer at a time; after the lock, the middle routers other
+    -- writers committed are visible.
     perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
                                              pgque._router_lock_key('top', 0));
-    v_leaves := array(select k from pg_catalog.unnest(pgque._routers_written(i_kind, 'l')) k
-                       where k < pgque._router_fanout() order by k);
-    v_middles := pgque._routers_written(i_kind, 'm');
+    v_middles := array(
+        select substring(p.proname from '_m([0-9]+)$')::integer as m
+          from pg_catalog.pg_proc p
+         where p.pronamespace = 'pgque'::regnamespace
+           and p.proname ~ ('^_route_' || i_kind || '_m[0-9]+$')
+         order by m);
     perform pgque._write_router('_route_' || i_kind, i_kind, pg_catalog.format(
-        E'declare\n    k integer := i_queue_id / %s;\nbegin\n%s%s%s\nend\n',
-        pgque._router_leaf_size(),
-        pgque._router_branches('k', v_leaves,
-            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || k)
-                    from pg_catalog.unnest(v_leaves) k)),
-        pgque._router_branches('k / ' || pgque._router_fanout(), v_middles,
+        E'declare\n    m integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
+        v_span,
+        pgque._router_branches('m', v_middles,
             array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
                     from pg_catalog.unnest(v_middles) m)),
         pgque._router_call(i_kind, null)));
 end
 $$;
 
--- Internal: writes middle router m (from 1: the top branches to the leaves
--- below 2,048 itself) of a kind unless it exists (its code depends on m
--- only), and then the top anew.
+-- Internal: writes middle router m of a kind unless it exists (its code
+-- depends on m only), and then the top anew.
 create or replace function pgque._ensure_middle_router(i_kind text, i_middle integer)
 returns void
 language plpgsql
@@ -1413,7 +1390,6 @@ as $$
 declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
-    v_new boolean;
 begin
     perform pgque._update_batch_reader(i_queue_id);  -- batch_reader.sql
     if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
@@ -1424,14 +1400,8 @@ begin
     perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
                                              pgque._router_lock_key('leaf', v_leaf));
     foreach v_kind in array array['event', 'batch'] loop
-        v_new := not (v_leaf = any (pgque._routers_written(v_kind, 'l')));
-        if v_leaf >= pgque._router_fanout() then
-            perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
-        end if;
+        perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
         perform pgque._write_leaf_router(v_kind, v_leaf);
-        if v_new and v_leaf < pgque._router_fanout() then
-            perform pgque._write_top_router(v_kind);  -- after the leaf: it calls the leaf
-        end if;
     end loop;
 end
 $$;
