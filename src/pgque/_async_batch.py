@@ -1,5 +1,6 @@
-"""Opening a consumer's batch in one round trip: tick, ``BEGIN`` and ``receive``;
-the ``receive`` span around every way of opening one.
+"""Opening a consumer's batch in one round trip: tick, ``BEGIN`` and ``receive``,
+and closing it in one: ack and ``COMMIT``; the ``receive`` span around every
+way of opening one.
 
 A consumer whose process leads the ticking ticks its own queue before each
 poll (see docs/concepts.md, "Latency"). The tick must commit on its own,
@@ -84,6 +85,15 @@ class AsyncBatchOpener:
         while cur.nextset():
             pass  # the receive's rows are the last result
         return [Message(*row) for row in await cur.fetchall()]
+
+    async def ack_commit(self, conn: psycopg.AsyncConnection[Any], batch_id: int) -> int:
+        """Ack the batch :meth:`receive` opened and commit its transaction, in one round
+        trip: 1, or 0 when the batch was not open. The batch's :meth:`transaction`
+        then has nothing left to commit."""
+        statement = sql.SQL(query("batch_ack_commit")).format(batch_id=sql.Literal(batch_id))
+        cur = await conn.execute(statement, prepare=False)
+        row = await cur.fetchone()  # the ack's result comes first
+        return int(row[0]) if row else 0
 
     def _statement(
         self, conn: psycopg.AsyncConnection[Any], args: tuple[str, str, int, float | None]

@@ -11,7 +11,7 @@ its OpenTelemetry span.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -112,15 +112,24 @@ class AsyncSettler:
             async with _savepoint(conn):
                 await conn.execute(query(statement), params)
 
-    async def ack(self, client: AsyncPgqueClient, batch_id: int) -> int:
-        """Ack the batch: 1, or 0 (logged) when it was not open.
+    async def ack(
+        self,
+        client: AsyncPgqueClient,
+        batch_id: int,
+        finish: Callable[[int], Awaitable[int]] | None = None,
+    ) -> int:
+        """Ack the batch: 1, or 0 (logged) when it was not open. ``finish``: how to ack
+        (and commit) instead of ``client.ack``.
 
         Raises:
-            SettleFailed: The server refused the ack (a lost connection raises as is).
+            SettleFailed: The server refused the ack or its commit (a lost connection
+                raises as is).
         """
         try:
             with telemetry().operation("ack", self.queue, attributes=self._attributes):
-                if self.slot is None:
+                if finish is not None:
+                    acked = await finish(batch_id)
+                elif self.slot is None:
                     acked = await client.ack(batch_id)
                 else:
                     acked = await client.ack_partitioned(*_slot_args(self.slot))

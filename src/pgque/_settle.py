@@ -13,7 +13,7 @@ its OpenTelemetry span.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -112,15 +112,24 @@ class Settler:
             with _savepoint(conn):
                 conn.execute(query(statement), params)
 
-    def ack(self, client: PgqueClient, batch_id: int) -> int:
-        """Ack the batch: 1, or 0 (logged) when it was not open.
+    def ack(
+        self,
+        client: PgqueClient,
+        batch_id: int,
+        finish: Callable[[int], int] | None = None,
+    ) -> int:
+        """Ack the batch: 1, or 0 (logged) when it was not open. ``finish``: how to ack
+        (and commit) instead of ``client.ack``.
 
         Raises:
-            SettleFailed: The server refused the ack (a lost connection raises as is).
+            SettleFailed: The server refused the ack or its commit (a lost connection
+                raises as is).
         """
         try:
             with telemetry().operation("ack", self.queue, attributes=self._attributes):
-                if self.slot is None:
+                if finish is not None:
+                    acked = finish(batch_id)
+                elif self.slot is None:
                     acked = client.ack(batch_id)
                 else:
                     acked = client.ack_partitioned(*_slot_args(self.slot))

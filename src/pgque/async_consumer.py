@@ -130,7 +130,7 @@ class AsyncConsumer(ConsumerSettings):
             :class:`ConsumerGaveUp` for its supervisor to restart it.
             Defaults to 10.
         max_settle_failures: How many batches in a row may fail to settle (a
-            dead letter or the ack refused by the server; each is rolled back
+            dead letter, the ack or its commit refused; each is rolled back
             and tried again after a growing pause) before :meth:`start`
             raises :class:`ConsumerGaveUp`. Defaults to 5.
         subscribe: Subscribe the consumer (or, with ``subconsumer``, the
@@ -386,7 +386,8 @@ class AsyncConsumer(ConsumerSettings):
                 msgs = await traced_receive(self.queue, self.name, functools.partial(
                     self._batches.receive, conn, self.queue, self.name, self.max_messages,
                     tick=tick))  # fmt: skip
-                return await self._process(conn, client, msgs) if msgs else None
+                finish = functools.partial(self._batches.ack_commit, conn)
+                return await self._process(conn, client, msgs, finish=finish) if msgs else None
         if tick is not None:
             await self._tick(conn, tick)
         if self._slots is not None:
@@ -441,12 +442,9 @@ class AsyncConsumer(ConsumerSettings):
         return min(self.poll_interval, self.lease_ttl / 3)
 
     async def _process(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        client: AsyncPgqueClient,
-        msgs: list[Message],
-        slot: SlotRef | None = None,
-    ) -> int:
+        self, conn: psycopg.AsyncConnection[Any], client: AsyncPgqueClient, msgs: list[Message],
+        slot: SlotRef | None = None, finish: Callable[[int], Awaitable[int]] | None = None,
+    ) -> int:  # fmt: skip
         batch_id = msgs[0].batch_id
         tel = telemetry()
         # Looked up once a batch (not per message): OpenTelemetry may be configured later.
@@ -472,7 +470,7 @@ class AsyncConsumer(ConsumerSettings):
                     if len(msgs) >= self.max_messages and self.max_messages < ALL_MESSAGES
                     else []
                 )
-            await settler.ack(client, batch_id)
+            await settler.ack(client, batch_id, finish)
         except policy.SettleFailed as failed:
             failed.handled = count + len(msgs)
             raise

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from twins import batch_done, client_class, force_tick, handle, make, opener_class, pause
+from twins import batch_done, force_tick, handle, make, opener_class, pause
 
 import pgque
 from _engine import one, rows
@@ -115,22 +115,19 @@ def test_unknown_type_policy(
 
 def test_stale_ack_is_logged(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any,
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     caplog.set_level(logging.WARNING, logger="pgque")
-
-    async def ack_nothing(self: Any, batch_id: int) -> int:
-        return 0
-
-    monkeypatch.setattr(
-        client_class(kind), "ack", ack_nothing if kind == "async" else lambda self, batch_id: 0
-    )
     consumer = make(kind, db)
-    handle(consumer, lambda msg: None)
+    # A transactional handler that finishes the batch itself: the consumer's
+    # own ack then finds no open batch (0).
+    handle(consumer, lambda msg, c: c.execute("select pgque.ack(%s)", (msg.batch_id,)),
+           transactional=True)  # fmt: skip
     one(conn, "select pgque.send('q', '{}'::jsonb)")
     force_tick(conn)
     start(consumer)
     wait_for(lambda: any("stale" in r.getMessage() for r in caplog.records), what="the warning")
+    wait_for(lambda: batch_done(conn), what="the batch finished")
 
 
 def test_notify_wakes_a_waiting_consumer(

@@ -48,11 +48,6 @@ def opener_class(kind: str) -> type[Any]:
     return BatchOpener if kind == "sync" else AsyncBatchOpener
 
 
-def client_class(kind: str) -> type[Any]:
-    """The client class the consumer of that kind works through."""
-    return pgque.PgqueClient if kind == "sync" else pgque.AsyncPgqueClient
-
-
 def make(kind: str, dsn: Any, *, queue: str = "q", name: str = "c", **options: Any) -> Any:
     """A consumer of that kind (``ticker=False`` unless asked for)."""
     options.setdefault("ticker", False)

@@ -79,6 +79,12 @@ commit
 begin;
 select * from pgque.receive({queue}, {consumer}, {max_messages})
 
+-- The batch's ack and the COMMIT that ends its transaction, in one round trip
+-- (the ack's count is the first result).
+-- name: batch_ack_commit
+select pgque.ack({batch_id});
+commit
+
 -- name: batch_rest
 select ev_id, %s::bigint, ev_type, ev_data, ev_retry, ev_time,
        ev_extra1, ev_extra2, ev_extra3, ev_extra4
