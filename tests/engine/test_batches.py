@@ -211,3 +211,72 @@ def test_batch_reads_run_without_jit_or_workers(
     reader = settings[f"_read_q{queue_id}"]
     assert {"jit=off", "plan_cache_mode=force_generic_plan", "enable_seqscan=off",
             "enable_bitmapscan=off", "max_parallel_workers_per_gather=0"} <= reader  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "select count(*) from pgque.get_batch_events(%s)",
+        "select tick_id from pgque.get_batch_info(%s)",
+        "select count(*) from pgque.batch_event_tables(%s)",
+    ],
+)
+def test_a_batch_reads_its_two_ticks_only(
+    conn: psycopg.Connection[Any], queue: str, statement: str
+) -> None:
+    # Both ticks of a batch are found by their keys: a plan that took only the
+    # queue's half of the key read every tick the queue kept, per batch (the
+    # table not analyzed yet, as between autovacuum's rounds).
+    assert one(conn, "select reltuples from pg_class where oid = 'pgque.tick'::regclass") < 0
+    for _ in range(1000):
+        tick(conn, queue)
+        consume(conn, queue, "c")
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    tick(conn, queue)
+    batch_id = one(conn, "select pgque.next_batch('q', 'c')")
+    read = (
+        "select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
+        " from pg_stat_xact_user_tables where relid = 'pgque.tick'::regclass"
+    )
+    with conn.transaction():  # the counts of this backend not yet reported
+        before = one(conn, read)
+        one(conn, statement, batch_id)
+        ticks_read = one(conn, read) - before
+    assert ticks_read <= 4, f"{statement}: read {ticks_read} of the queue's 1002 ticks"
+
+
+def test_ticking_and_batches_find_ticks_by_key_after_a_vacuum_of_few_ticks(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # A VACUUM of pgque.tick right after a queue's ticks were deleted records
+    # a few rows over many pages; the next queue's ticks fill those pages
+    # unseen by the planner. The hot functions must still take the index.
+    make_queue(conn, "old")
+    for _ in range(600):
+        tick(conn, "old")
+    one(conn, "select pgque.drop_queue('old')")
+    conn.execute("vacuum pgque.tick")
+    make_queue(conn, "q")
+    one(conn, "select pgque.register_consumer('q', 'c')")
+    for _ in range(600):
+        tick(conn, "q")
+        consume(conn, "q", "c")
+    one(conn, "select pgque.insert_event('q', 't', 'x')")
+    read = (
+        "select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
+        " from pg_stat_xact_user_tables where relid = 'pgque.tick'::regclass"
+    )
+    statements = [
+        "select pgque.ticker_eager('q', '0 seconds')",
+        "select pgque.next_batch('q', 'c')",
+        "select count(*) from pgque.get_batch_events(pgque.next_batch('q', 'c'))",
+        "select pgque.finish_batch(pgque.next_batch('q', 'c'))",
+        "select count(*) from pgque._ticker_sequences()",
+        "select count(*) from pgque.ticker()",
+    ]
+    for statement in statements:
+        with conn.transaction():  # the counts of this backend not yet reported
+            before = one(conn, read)
+            one(conn, statement)
+            ticks_read = one(conn, read) - before
+        assert ticks_read <= 6, f"{statement}: read {ticks_read} of the queue's 601 ticks"

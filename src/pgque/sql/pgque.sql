@@ -1018,15 +1018,22 @@ $$;
 -- _queues_due), never from the stored queue_event_seq.
 create or replace function pgque._ticker_sequences()
 returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
-language sql stable
+language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
+begin
+    -- PL/pgSQL keeps the plan for the session; a SQL function's statement is
+    -- planned on every call (half its time, measured on PostgreSQL 15).
+    return query
     select q.queue_name,
            coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(q.queue_id, 'id')), 0),
            (select t.tick_event_seq from pgque.tick t
              where t.tick_queue = q.queue_id order by t.tick_id desc limit 1)
       from pgque.queue q
-     where not q.queue_ticker_paused and not q.queue_external_ticker
+     where not q.queue_ticker_paused and not q.queue_external_ticker;
+end
 $$;
 
 -- Internal: stragglers of a queue's last tick. A producer whose transaction
@@ -1606,6 +1613,8 @@ create or replace function pgque._tick(i_queue_id integer, i_always boolean)
 returns bigint
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     q pgque.queue%rowtype;
@@ -1709,9 +1718,14 @@ comment on function pgque.ticker(text) is
 create or replace function pgque._queues_due(
     out queue_id integer, out queue_name text, out since_tick interval)
 returns setof record
-language sql stable
+language plpgsql stable
 set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
+begin
+    -- PL/pgSQL keeps the plan for the session (see _ticker_sequences).
+    return query
     select q.queue_id, q.queue_name, v.lag
       from pgque.queue q
       left join lateral (
@@ -1742,7 +1756,8 @@ as $$
                     -- A queue's second tick does not wait for the back-off.
                     not exists (select 1 from pgque.tick p
                                  where p.tick_queue = q.queue_id and p.tick_id < l.tick_id)
-               end)
+               end);
+end
 $$;
 
 create or replace function pgque.ticker()
@@ -1899,6 +1914,8 @@ create or replace function pgque.ticker_eager(
 returns bigint
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     q pgque.queue%rowtype;
@@ -2240,7 +2257,9 @@ begin
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
 $$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+   security definer set search_path = pgque, pg_catalog, pg_temp
+   -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+   set enable_seqscan = off set enable_bitmapscan = off set jit = off;
 comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
     'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
 
@@ -2450,13 +2469,17 @@ as $$
 declare
     v_queue_id integer;
 begin
-    select s.sub_queue, s.sub_id, t1.tick_snapshot, t2.tick_snapshot
+    -- Each tick by its whole key (two joins to pgque.tick let the planner
+    -- look the second one up by the queue alone: every tick the queue kept).
+    select s.sub_queue, s.sub_id,
+           (select t.tick_snapshot from pgque.tick t
+             where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick),
+           (select t.tick_snapshot from pgque.tick t
+             where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick)
       into v_queue_id, sub_id, s1, s2
       from pgque.subscription s
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
      where s.sub_batch = i_batch_id;
-    if not found then
+    if v_queue_id is null or s1 is null or s2 is null then
         raise exception 'batch not found' using detail = 'pgque:batch_not_found';
     end if;
     select * into queue from pgque.queue q where q.queue_id = v_queue_id;
@@ -2587,6 +2610,8 @@ create or replace function pgque.get_batch_events(
 returns setof record
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     a record := pgque._read_batch_args(x_batch_id);
@@ -2604,6 +2629,8 @@ create or replace function pgque.finish_batch(x_batch_id bigint)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
     -- A cooperative member has no position of its own (the group's main row
@@ -2644,8 +2671,14 @@ as $$
       left join pgque.subscription s on s.sub_batch = x_batch_id
       left join pgque.queue q on q.queue_id = s.sub_queue
       left join pgque.consumer c on c.co_id = s.sub_consumer
-      left join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      left join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+      -- Each tick by its whole key (offset 0 keeps the subqueries apart: two
+      -- plain joins let the planner find the second tick by the queue alone).
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+                         offset 0) t1 on true
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick
+                         offset 0) t2 on true
 $$;
 comment on function pgque.get_batch_info(bigint) is
     'Queue, consumer, ticks, times and lag of a batch; all NULL for an unknown batch.';
@@ -3985,6 +4018,8 @@ create or replace function pgque._receive(
     i_max integer, i_slot integer, i_n integer)
 returns setof pgque.message
 language plpgsql
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     v_batch_id bigint;
@@ -4047,6 +4082,8 @@ create or replace function pgque.ack(i_batch_id bigint)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
@@ -5259,34 +5296,38 @@ comment on function pgque.ticker_lock_key() is
 
 create or replace function pgque.xmin_horizon()
 returns text
-language sql stable
+language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
+begin
     -- What holds this database's VACUUM horizon back, oldest first: other
     -- sessions' snapshots and transaction ids (read-only snapshots have no
     -- txid, so pg_current_snapshot() alone misses them), prepared
     -- transactions and replication slots. VACUUM's own snapshot holds
     -- nothing back and is skipped. Definer rights: other roles' backend_xmin
-    -- is visible only to pg_read_all_stats.
-    select x::text
-      from (select a.backend_xmin as x from pg_catalog.pg_stat_activity a
-             where a.datname = pg_catalog.current_database()
-               and a.pid <> pg_catalog.pg_backend_pid()
-               and a.backend_type <> 'autovacuum worker'
-            union all
-            select a.backend_xid from pg_catalog.pg_stat_activity a
-             where a.datname = pg_catalog.current_database()
-               and a.pid <> pg_catalog.pg_backend_pid()
-               and a.backend_type <> 'autovacuum worker'
-            union all
-            select p.transaction from pg_catalog.pg_prepared_xacts p
-             where p.database = pg_catalog.current_database()
-            union all
-            select r.xmin from pg_catalog.pg_replication_slots r
-             where r.database is null or r.database = pg_catalog.current_database()) h
-     where x is not null
-     order by pg_catalog.age(x) desc
-     limit 1
+    -- is visible only to pg_read_all_stats. The sessions are read once, from
+    -- pg_stat_get_activity (what pg_stat_activity reads, without its joins):
+    -- the Ticker calls this every 50 ms under load, and reading them twice
+    -- through the view took 2.5 ms a call with 200 connection slots.
+    return (
+        select x::text
+          from (select h.x
+                  from pg_catalog.pg_stat_get_activity(null) a
+                  cross join lateral (values (a.backend_xmin), (a.backend_xid)) h(x)
+                 where a.datid = (select d.oid from pg_catalog.pg_database d
+                                   where d.datname = pg_catalog.current_database())
+                   and a.pid <> pg_catalog.pg_backend_pid()
+                   and a.backend_type <> 'autovacuum worker'
+                union all
+                select p.transaction from pg_catalog.pg_prepared_xacts p
+                 where p.database = pg_catalog.current_database()
+                union all
+                select r.xmin from pg_catalog.pg_replication_slots r
+                 where r.database is null or r.database = pg_catalog.current_database()) h
+         where x is not null
+         order by pg_catalog.age(x) desc
+         limit 1);
+end
 $$;
 comment on function pgque.xmin_horizon() is
     'The oldest transaction id holding back VACUUM in this database (sessions, prepared transactions, replication slots), as text; NULL when nothing does. The SDK ticker slows down while it does not move.';
@@ -5964,8 +6005,13 @@ as $$
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
-      left join pgque.tick pos on pos.tick_queue = s.sub_queue and pos.tick_id = s.sub_last_tick
-      left join pgque.tick nxt on nxt.tick_queue = s.sub_queue and nxt.tick_id = s.sub_next_tick
+      -- Each tick by its whole key (see get_batch_info).
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+                         offset 0) pos on true
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick
+                         offset 0) nxt on true
       left join lateral (
           select t.tick_event_seq from pgque.tick t
            where t.tick_queue = s.sub_queue

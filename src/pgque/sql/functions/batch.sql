@@ -159,7 +159,9 @@ begin
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
 $$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+   security definer set search_path = pgque, pg_catalog, pg_temp
+   -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+   set enable_seqscan = off set enable_bitmapscan = off set jit = off;
 comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
     'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
 
@@ -369,13 +371,17 @@ as $$
 declare
     v_queue_id integer;
 begin
-    select s.sub_queue, s.sub_id, t1.tick_snapshot, t2.tick_snapshot
+    -- Each tick by its whole key (two joins to pgque.tick let the planner
+    -- look the second one up by the queue alone: every tick the queue kept).
+    select s.sub_queue, s.sub_id,
+           (select t.tick_snapshot from pgque.tick t
+             where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick),
+           (select t.tick_snapshot from pgque.tick t
+             where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick)
       into v_queue_id, sub_id, s1, s2
       from pgque.subscription s
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
      where s.sub_batch = i_batch_id;
-    if not found then
+    if v_queue_id is null or s1 is null or s2 is null then
         raise exception 'batch not found' using detail = 'pgque:batch_not_found';
     end if;
     select * into queue from pgque.queue q where q.queue_id = v_queue_id;
@@ -506,6 +512,8 @@ create or replace function pgque.get_batch_events(
 returns setof record
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     a record := pgque._read_batch_args(x_batch_id);
@@ -523,6 +531,8 @@ create or replace function pgque.finish_batch(x_batch_id bigint)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
     -- A cooperative member has no position of its own (the group's main row
@@ -563,8 +573,14 @@ as $$
       left join pgque.subscription s on s.sub_batch = x_batch_id
       left join pgque.queue q on q.queue_id = s.sub_queue
       left join pgque.consumer c on c.co_id = s.sub_consumer
-      left join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
-      left join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+      -- Each tick by its whole key (offset 0 keeps the subqueries apart: two
+      -- plain joins let the planner find the second tick by the queue alone).
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+                         offset 0) t1 on true
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick
+                         offset 0) t2 on true
 $$;
 comment on function pgque.get_batch_info(bigint) is
     'Queue, consumer, ticks, times and lag of a batch; all NULL for an unknown batch.';

@@ -22,34 +22,38 @@ comment on function pgque.ticker_lock_key() is
 
 create or replace function pgque.xmin_horizon()
 returns text
-language sql stable
+language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
+begin
     -- What holds this database's VACUUM horizon back, oldest first: other
     -- sessions' snapshots and transaction ids (read-only snapshots have no
     -- txid, so pg_current_snapshot() alone misses them), prepared
     -- transactions and replication slots. VACUUM's own snapshot holds
     -- nothing back and is skipped. Definer rights: other roles' backend_xmin
-    -- is visible only to pg_read_all_stats.
-    select x::text
-      from (select a.backend_xmin as x from pg_catalog.pg_stat_activity a
-             where a.datname = pg_catalog.current_database()
-               and a.pid <> pg_catalog.pg_backend_pid()
-               and a.backend_type <> 'autovacuum worker'
-            union all
-            select a.backend_xid from pg_catalog.pg_stat_activity a
-             where a.datname = pg_catalog.current_database()
-               and a.pid <> pg_catalog.pg_backend_pid()
-               and a.backend_type <> 'autovacuum worker'
-            union all
-            select p.transaction from pg_catalog.pg_prepared_xacts p
-             where p.database = pg_catalog.current_database()
-            union all
-            select r.xmin from pg_catalog.pg_replication_slots r
-             where r.database is null or r.database = pg_catalog.current_database()) h
-     where x is not null
-     order by pg_catalog.age(x) desc
-     limit 1
+    -- is visible only to pg_read_all_stats. The sessions are read once, from
+    -- pg_stat_get_activity (what pg_stat_activity reads, without its joins):
+    -- the Ticker calls this every 50 ms under load, and reading them twice
+    -- through the view took 2.5 ms a call with 200 connection slots.
+    return (
+        select x::text
+          from (select h.x
+                  from pg_catalog.pg_stat_get_activity(null) a
+                  cross join lateral (values (a.backend_xmin), (a.backend_xid)) h(x)
+                 where a.datid = (select d.oid from pg_catalog.pg_database d
+                                   where d.datname = pg_catalog.current_database())
+                   and a.pid <> pg_catalog.pg_backend_pid()
+                   and a.backend_type <> 'autovacuum worker'
+                union all
+                select p.transaction from pg_catalog.pg_prepared_xacts p
+                 where p.database = pg_catalog.current_database()
+                union all
+                select r.xmin from pg_catalog.pg_replication_slots r
+                 where r.database is null or r.database = pg_catalog.current_database()) h
+         where x is not null
+         order by pg_catalog.age(x) desc
+         limit 1);
+end
 $$;
 comment on function pgque.xmin_horizon() is
     'The oldest transaction id holding back VACUUM in this database (sessions, prepared transactions, replication slots), as text; NULL when nothing does. The SDK ticker slows down while it does not move.';

@@ -65,8 +65,13 @@ as $$
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
-      left join pgque.tick pos on pos.tick_queue = s.sub_queue and pos.tick_id = s.sub_last_tick
-      left join pgque.tick nxt on nxt.tick_queue = s.sub_queue and nxt.tick_id = s.sub_next_tick
+      -- Each tick by its whole key (see get_batch_info).
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+                         offset 0) pos on true
+      left join lateral (select * from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick
+                         offset 0) nxt on true
       left join lateral (
           select t.tick_event_seq from pgque.tick t
            where t.tick_queue = s.sub_queue

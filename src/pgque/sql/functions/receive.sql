@@ -70,6 +70,8 @@ create or replace function pgque._receive(
     i_max integer, i_slot integer, i_n integer)
 returns setof pgque.message
 language plpgsql
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     v_batch_id bigint;
@@ -132,6 +134,8 @@ create or replace function pgque.ack(i_batch_id bigint)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');

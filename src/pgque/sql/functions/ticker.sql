@@ -35,6 +35,8 @@ create or replace function pgque._tick(i_queue_id integer, i_always boolean)
 returns bigint
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     q pgque.queue%rowtype;
@@ -138,9 +140,14 @@ comment on function pgque.ticker(text) is
 create or replace function pgque._queues_due(
     out queue_id integer, out queue_name text, out since_tick interval)
 returns setof record
-language sql stable
+language plpgsql stable
 set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
+begin
+    -- PL/pgSQL keeps the plan for the session (see _ticker_sequences).
+    return query
     select q.queue_id, q.queue_name, v.lag
       from pgque.queue q
       left join lateral (
@@ -171,7 +178,8 @@ as $$
                     -- A queue's second tick does not wait for the back-off.
                     not exists (select 1 from pgque.tick p
                                  where p.tick_queue = q.queue_id and p.tick_id < l.tick_id)
-               end)
+               end);
+end
 $$;
 
 create or replace function pgque.ticker()
@@ -328,6 +336,8 @@ create or replace function pgque.ticker_eager(
 returns bigint
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     q pgque.queue%rowtype;
