@@ -30,7 +30,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
-from pgque._acompat import Event, signal_handlers, wait_event
+from pgque._acompat import Event, notifications, signal_handlers, wait_event
 from pgque._queries import query
 from pgque.errors import PgqueConnectionError, PgqueError
 from pgque.ticker import WAKE_CHANNEL
@@ -253,7 +253,7 @@ class AsyncRunner:
             if listener is None:
                 await wait_event(self._stop, step)
                 continue
-            async for note in listener.notifies(timeout=step, stop_after=1):
+            for note in await notifications(listener, step):
                 woken = woken or self._wakes(note.channel)
             if woken:
                 return

@@ -56,6 +56,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from pgque._compat import notifications
 from pgque._queries import LiteralString, query
 
 __all__ = ["WAKE_CHANNEL", "Ticker"]
@@ -503,7 +504,7 @@ def _wait_for_notify(conn: psycopg.Connection[Any], timeout: float, stop: thread
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        for _ in conn.notifies(timeout=min(left, _WAIT_SLICE), stop_after=1):
+        if notifications(conn, min(left, _WAIT_SLICE)):
             return
 
 
