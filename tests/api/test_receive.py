@@ -136,3 +136,35 @@ def test_event_ttl_skips_old_events(conn: psycopg.Connection[Any], queue: str) -
         " 'default', 'stale', null, null, null, null)")  # fmt: skip
     tick(conn, queue)
     assert [m[3] for m in receive(conn)] == ["fresh"]
+
+
+def test_sending_and_a_batch_call_no_sql_function_left_uninlined(
+    conn: psycopg.Connection[Any], queue: str
+) -> None:
+    # A SQL-language function that the planner cannot inline (one whose body
+    # is less immutable than it says, or with settings) is parsed and planned
+    # on every call: 52 µs for a reader's name on every receive, measured.
+    # The first rounds make the session's plans (planning may call a function:
+    # PL/pgSQL plans a statement anew for its first five runs).
+    for warming in (True,) * 6 + (False,):
+        one(conn, "select pgque.send('q', 'typ', 'body')")
+        tick(conn, queue)
+        if warming:
+            one(conn, "select pgque._consumer_tick('q', '0 seconds')")
+            (msg,) = receive(conn)
+            assert one(conn, "select pgque.ack(%s)", msg[1]) == 1
+    conn.execute("set track_functions = 'all'")
+    with conn.transaction():  # counted by function, in this transaction
+        one(conn, "select pgque.send('q', 'typ', 'next')")
+        one(conn, "select pgque.insert_event('q', 'typ', 'next')")
+        one(conn, "select pgque._consumer_tick('q', '0 seconds')")
+        (msg,) = receive(conn)
+        assert one(conn, "select pgque.ack(%s)", msg[1]) == 1
+        called = rows(
+            conn,
+            "select f.funcname, l.lanname from pg_stat_xact_user_functions f"
+            " join pg_proc p on p.oid = f.funcid join pg_language l on l.oid = p.prolang"
+            " where f.schemaname = 'pgque'",
+        )
+    assert {name for name, _ in called} >= {"send", "receive", "ack", "_consumer_tick"}
+    assert [name for name, language in called if language == "sql"] == []
