@@ -55,7 +55,7 @@ async def notifications(conn: psycopg.AsyncConnection[Any], timeout: float) -> l
     its socket to have something (then possibly none: other messages come too).
 
     The event loop watches the socket: psycopg's own ``notifies(timeout=...)``
-    wakes about a thousand times a second while it waits (3.5 ms of CPU per
+    wakes hundreds of times a second while it waits (3.5 ms of CPU per
     second of waiting, measured), which an idle listener should not cost.
     """
     notes = [note async for note in conn.notifies(timeout=0)]

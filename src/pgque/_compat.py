@@ -47,7 +47,7 @@ def notifications(conn: psycopg.Connection[Any], timeout: float) -> list[psycopg
     its socket to have something (then possibly none: other messages come too).
 
     A selector watches the socket: psycopg's own ``notifies(timeout=...)``
-    wakes about a thousand times a second while it waits (2 ms of CPU per
+    wakes hundreds of times a second while it waits (2 ms of CPU per
     second of waiting, measured), which an idle listener should not cost.
     """
     notes = list(conn.notifies(timeout=0))
