@@ -213,6 +213,13 @@ def test_batch_reads_run_without_jit_or_workers(
             "enable_bitmapscan=off", "max_parallel_workers_per_gather=0"} <= reader  # fmt: skip
 
 
+TICKS_READ = (
+    "select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
+    " from pg_stat_xact_user_tables where relid = 'pgque.tick'::regclass"
+)
+"""Rows of pgque.tick this backend read, in this transaction and not yet reported."""
+
+
 @pytest.mark.parametrize(
     "statement",
     [
@@ -234,14 +241,10 @@ def test_a_batch_reads_its_two_ticks_only(
     one(conn, "select pgque.insert_event('q', 't', 'x')")
     tick(conn, queue)
     batch_id = one(conn, "select pgque.next_batch('q', 'c')")
-    read = (
-        "select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
-        " from pg_stat_xact_user_tables where relid = 'pgque.tick'::regclass"
-    )
     with conn.transaction():  # the counts of this backend not yet reported
-        before = one(conn, read)
+        before = one(conn, TICKS_READ)
         one(conn, statement, batch_id)
-        ticks_read = one(conn, read) - before
+        ticks_read = one(conn, TICKS_READ) - before
     assert ticks_read <= 4, f"{statement}: read {ticks_read} of the queue's 1002 ticks"
 
 
@@ -262,10 +265,6 @@ def test_ticking_and_batches_find_ticks_by_key_after_a_vacuum_of_few_ticks(
         tick(conn, "q")
         consume(conn, "q", "c")
     one(conn, "select pgque.insert_event('q', 't', 'x')")
-    read = (
-        "select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
-        " from pg_stat_xact_user_tables where relid = 'pgque.tick'::regclass"
-    )
     statements = [
         "select pgque.ticker_eager('q', '0 seconds')",
         "select pgque.next_batch('q', 'c')",
@@ -276,7 +275,7 @@ def test_ticking_and_batches_find_ticks_by_key_after_a_vacuum_of_few_ticks(
     ]
     for statement in statements:
         with conn.transaction():  # the counts of this backend not yet reported
-            before = one(conn, read)
+            before = one(conn, TICKS_READ)
             one(conn, statement)
-            ticks_read = one(conn, read) - before
+            ticks_read = one(conn, TICKS_READ) - before
         assert ticks_read <= 6, f"{statement}: read {ticks_read} of the queue's 601 ticks"
