@@ -208,7 +208,7 @@ def test_batch_reads_run_without_jit_or_workers(
         assert "jit=off" in settings[name], name
     assert "max_parallel_workers_per_gather=0" in settings["_batch_events_by_id"]
     queue_id = one(conn, "select queue_id from pgque.queue where queue_name = %s", queue)
-    reader = settings[f"_read_q{queue_id}"]
+    reader = settings[f"_read_l{queue_id // 16}"]
     assert {"jit=off", "plan_cache_mode=force_generic_plan", "enable_seqscan=off",
             "enable_bitmapscan=off", "max_parallel_workers_per_gather=0"} <= reader  # fmt: skip
 

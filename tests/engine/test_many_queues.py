@@ -2,8 +2,10 @@
 
 The routers are a tree of fixed shape (``insert_router.sql``): a top with a
 branch per 2,048 queue ids, a middle router per 2,048 ids with a branch per
-16, and a leaf per 16 ids holding the static INSERTs. These tests pin the
-shape, the one path a session's first send runs, and what other sessions see
+16, and a leaf per 16 ids holding the static INSERTs. The batch readers
+(``batch_reader.sql``) are a router with a branch per 16 ids below 2,048 and
+a leaf per 16 ids holding the static queries. These tests pin the shapes, the
+one path a session's first send and read run, and what other sessions see
 when queues come and go; the costs are measured by the benchmark suite's
 ``scale`` case.
 """
@@ -40,6 +42,20 @@ def routers(conn: Conn) -> dict[str, tuple[int, int, str]]:
             " (select count(*) from regexp_matches(p.prosrc, 'i_queue_id = [0-9]+', 'g')),"
             " p.xmin::text from pg_proc p"
             " where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_route_'",
+        )
+    }
+
+
+def readers(conn: Conn) -> dict[str, tuple[int, str]]:
+    """Every batch reader leaf: name -> (queue branches, row version)."""
+    return {
+        name: (branches, version)
+        for name, branches, version in rows(
+            conn,
+            "select p.proname,"
+            " (select count(*) from regexp_matches(p.prosrc, 'i_queue_id = [0-9]+', 'g')),"
+            " p.xmin::text from pg_proc p"
+            " where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_read_l[0-9]+$'",
         )
     }
 
@@ -108,6 +124,58 @@ def test_a_sessions_first_send_runs_one_router_per_level_whatever_the_queue_coun
         ("_route_event_m2", 1), ("send", 1),
     ]  # fmt: skip
     assert placed(conn, ["far"]) == {"far": ["event_5001_0"]}
+
+
+def test_the_batch_readers_follow_the_queues_of_their_leaf(conn: Conn) -> None:
+    create_queues(conn, "b", 41)  # ids 1..41: leaves 0, 1 and 2
+    grown = readers(conn)
+    assert {name: branches for name, (branches, _) in grown.items()} == {
+        "_read_l0": 15, "_read_l1": 16, "_read_l2": 10,
+    }  # fmt: skip
+    # The router calls each leaf below id 2,048 by its name, and no queue's.
+    router = one(conn, "select prosrc from pg_proc where oid = 'pgque._read_batch'::regproc")
+    assert "pgque._read_l0(" in router and "pgque._read_l127(" in router
+    assert "pgque._read_l128(" not in router and "i_queue_id =" not in router
+
+    # One more queue (id 42) rewrites its own leaf and nothing else.
+    create_queues(conn, "c", 1)
+    after = readers(conn)
+    assert sorted(name for name in after if after[name][1] != grown[name][1]) == ["_read_l2"]
+    assert after["_read_l2"][0] == 11
+    # A leaf goes with its last queue.
+    for name in [f"b{n:04d}" for n in range(31, 41)] + ["c0000"]:
+        conn.execute("select pgque.drop_queue(%s)", (name,))
+    assert sorted(readers(conn)) == ["_read_l0", "_read_l1"]
+
+
+def test_a_batch_is_read_through_its_leaf_near_and_far(conn: Conn, connect: Any) -> None:
+    create_queues(conn, "near", 20)  # ids 1..20: leaves 0 and 1
+    # The next id is 5,001, in leaf 312: beyond the router's branches, the
+    # leaf is called by its name.
+    conn.execute("select setval(pg_get_serial_sequence('pgque.queue', 'queue_id'), 5000)")
+    conn.execute("select pgque.create_queue('far')")
+    for name, leaf in (("near0017", "_read_l1"), ("far", "_read_l312")):
+        conn.execute("select pgque.subscribe(%s, 'c')", (name,))
+        conn.execute("select pgque.send(%s, 'x', %s)", (name, f"{name}/1"))
+        conn.execute("select pgque.send(%s, 'x', %s)", (name, f"{name}/2"))
+        conn.execute("select pgque.force_tick(%s)", (name,))
+        conn.execute("select pgque.ticker(%s)", (name,))
+        reader = connect()
+        reader.execute("set track_functions = 'all'")
+        with reader.transaction():
+            received = rows(reader, "select payload from pgque.receive(%s, 'c', 1)", name)
+            batch_id = one(reader, "select pgque.next_batch(%s, 'c')", name)
+            events = rows(reader, "select ev_data from pgque.get_batch_events(%s)", batch_id)
+            called = dict(
+                rows(
+                    reader,
+                    "select funcname, calls from pg_stat_xact_user_functions"
+                    " where funcname ~ '^_read_(batch|l[0-9]+)$'",
+                )
+            )
+        assert received == [(f"{name}/1",)]
+        assert events == [(f"{name}/1",), (f"{name}/2",)]
+        assert called == {"_read_batch": 2, leaf: 2}
 
 
 def test_a_session_older_than_100_new_queues_sends_to_all_of_them(conn: Conn, connect: Any) -> None:

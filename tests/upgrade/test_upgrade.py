@@ -175,7 +175,7 @@ SHAPE_QUERIES = {
         # readers) for the queues.
         " case when p.proname !~ '^_route_(event|batch)$' then md5(p.prosrc) end"
         " from pg_catalog.pg_proc p where p.pronamespace = 'pgque'::regnamespace"
-        " and p.proname !~ '^(_route_(event|batch)_[ml]|_read_q)[0-9]+$'"
+        " and p.proname !~ '^(_route_(event|batch)_[ml]|_read_l)[0-9]+$'"
     ),
     "columns": (
         "select c.relname, c.relkind::text, c.relacl::text, c.reloptions::text, a.attname,"

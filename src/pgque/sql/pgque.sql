@@ -1387,8 +1387,8 @@ end
 $$;
 
 -- Internal: brings the routers of queue id i_queue_id's leaf, and its batch
--- reader, up to date (create_queue and drop_queue call it in their
--- transaction).
+-- reader (batch_reader.sql), up to date (create_queue and drop_queue call
+-- it in their transaction).
 create or replace function pgque._update_router(i_queue_id integer)
 returns void
 language plpgsql
@@ -1398,14 +1398,14 @@ declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
 begin
-    perform pgque._update_batch_reader(i_queue_id);  -- batch_reader.sql
-    if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
-        return;  -- beyond the tree: the dynamic path
-    end if;
     -- One writer per leaf at a time; the statements after the lock see the
     -- queues the previous writer committed.
     perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
                                              pgque._router_lock_key('leaf', v_leaf));
+    perform pgque._write_batch_reader(v_leaf);
+    if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
+        return;  -- beyond the insert routers' tree: their dynamic path
+    end if;
     foreach v_kind in array array['event', 'batch'] loop
         perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
         perform pgque._write_leaf_router(v_kind, v_leaf);
@@ -1413,9 +1413,10 @@ begin
 end
 $$;
 
--- Internal: writes every router anew: the tops and, for the queues that
--- exist, their middle and leaf routers (the install runs it, after dropping
--- the routines of the previous build).
+-- Internal: writes every router anew: the tops, the batch reader router
+-- and, for the queues that exist, their middle and leaf routers and batch
+-- readers (the install runs it, after dropping the routines of the previous
+-- build).
 create or replace function pgque._rebuild_routers()
 returns void
 language plpgsql
@@ -1425,6 +1426,7 @@ declare
     v_kind text;
     v_queue_id integer;
 begin
+    perform pgque._write_batch_read_router();  -- batch_reader.sql
     foreach v_kind in array array['event', 'batch'] loop
         perform pgque._write_top_router(v_kind);
     end loop;
@@ -2614,12 +2616,19 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
-    a record := pgque._read_batch_args(x_batch_id);
+    a record := pgque._batch_read_args(x_batch_id);
 begin
-    -- Through the queue's batch reader (batch_reader.sql): a cached plan.
-    return query execute a.sql
-      using a.tables, a.lower_txid, a.upper_txid, a.s1, a.s2, a.txid_list, a.owner,
-            null::interval, null::integer, null::integer, null::bigint;
+    -- Through the batch readers (batch_reader.sql): cached plans.
+    if a.merge then
+        return query
+        select * from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid,
+                                        a.s1, a.s2, a.txid_list, a.owner, null, null, null, null) r
+         order by r.ev_id;
+    else
+        return query
+        select * from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid,
+                                        a.s1, a.s2, a.txid_list, a.owner, null, null, null, null);
+    end if;
 end
 $$;
 comment on function pgque.get_batch_events(bigint) is
@@ -2690,9 +2699,25 @@ comment on function pgque.get_batch_info(bigint) is
 -- snapshots. Built as SQL text (batch_event_sql), it is parsed and planned
 -- on every call: a one-event receive took 0.26 ms of server time that way,
 -- 0.19 ms through the readers (measured, PostgreSQL 18). pgque therefore
--- generates, for each queue, one PL/pgSQL function holding a static query
--- per event table, with the snapshots and bounds as parameters; each
--- session plans it once.
+-- generates PL/pgSQL functions holding a static query per event table, with
+-- the snapshots and bounds as parameters; each session plans them once.
+--
+-- They are reached by static calls, like the insert routers
+-- (insert_router.sql), since a call by a name built at run time is a
+-- statement parsed and planned on every call too (70 µs of a 480 µs
+-- send-tick-receive-ack cycle, measured on PostgreSQL 15):
+--
+--   _read_batch    the router: a branch per leaf for the first 128 leaves
+--                  (queue ids below 2,048); above them, a call by name
+--   _read_l<k>     leaf k: the events of queues 16k .. 16k+15 between two
+--                  snapshots, from the tables given (numbers), each part
+--                  ordered by ev_id
+--
+-- The router's code depends on nothing but the tree's shape: the install
+-- writes it. A leaf is written by every create_queue and drop_queue of its
+-- queues (through _update_router, under the leaf's lock), and dropped with
+-- its last queue. A leaf's name is built from a queue id, in schema pgque,
+-- where only pgque's owner creates functions.
 --
 -- JIT: the event tables are never ANALYZEd (autovacuum is off on them), so
 -- a big table's estimate for a batch's txid range is far too high and made
@@ -2702,15 +2727,8 @@ comment on function pgque.get_batch_info(bigint) is
 -- parallel index scan from about 1.6 * 10^7 events on: two workers started
 -- and stopped for every batch, halving the drain rate at 10^8 (measured).
 -- Batch reads therefore run without parallel workers too.
---
---   _read_q<id>    the events of queue <id> between two snapshots, from the
---                  tables given (numbers), each part ordered by ev_id
---
--- create_queue writes it, drop_queue drops it (both through _update_router),
--- the install writes every queue's anew. Its name is built from the queue's
--- id in schema pgque, where only pgque's owner creates functions.
 
--- Internal: the reader's parameters and result columns.
+-- Internal: the readers' parameters after the queue id, and their result.
 create or replace function pgque._batch_reader_signature()
 returns text
 language sql immutable
@@ -2720,17 +2738,28 @@ as $$
         || ' i_limit bigint'
 $$;
 
--- Internal: the name of queue i_queue_id's reader.
--- (text || text: text || integer is only stable, which kept this function
--- from being inlined, so every receive parsed and planned it: 52 µs.)
-create or replace function pgque._batch_reader_name(i_queue_id integer)
+create or replace function pgque._batch_reader_result()
 returns text
 language sql immutable
-as $$ select '_read_q' || i_queue_id::text $$;
+as $$
+    select 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
+        || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
+        || ' ev_extra4 text)'
+$$;
 
--- Internal: writes queue i_queue's reader (one static query per event table and
--- bound kind, each table proven to be the queue's own), revoked from PUBLIC.
-create or replace function pgque._write_batch_reader(i_queue pgque.queue)
+-- Internal: the name of leaf reader i_leaf.
+-- (text || text: text || integer is only stable, which kept this function
+-- from being inlined, so every receive parsed and planned it: 52 µs.)
+create or replace function pgque._read_leaf_name(i_leaf integer)
+returns text
+language sql immutable
+as $$ select '_read_l' || i_leaf::text $$;
+
+-- Internal: writes leaf reader i_leaf for the queues that exist now with
+-- ids 16k .. 16k+15 (one static query per event table and bound kind, each
+-- table proven to be its queue's own), revoked from PUBLIC; drops it when
+-- there is none.
+create or replace function pgque._write_batch_reader(i_leaf integer)
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
@@ -2745,81 +2774,128 @@ declare
         || ' and (i_ttl is null or e.ev_time >= pg_catalog.now() - i_ttl)'
         || ' and (i_n is null or pgque._partition_slot(e.ev_extra1, i_n) = i_slot)'
         || ' order by e.ev_id limit i_limit';
+    v_signature constant text :=
+        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_ids integer[] := '{}';
     v_codes text[] := '{}';
+    v_tables text[];
     v_table text;
+    q pgque.queue%rowtype;
     t integer;
 begin
-    for t in 0 .. i_queue.queue_ntables - 1 loop
-        v_table := pgque._event_table_name(i_queue, t);
+    for q in select * from pgque.queue
+              where queue_id / pgque._router_leaf_size() = i_leaf order by queue_id loop
+        v_tables := '{}';
+        for t in 0 .. q.queue_ntables - 1 loop
+            v_table := pgque._event_table_name(q, t);
+            v_tables := v_tables || pg_catalog.format(
+                E'            return query select %s from %s e\n'
+                || E'             where e.ev_txid >= i_lower and e.ev_txid <= i_upper\n'
+                || E'               and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)\n'
+                || E'               and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1)%s;\n'
+                || E'            if i_in_list is not null then\n'
+                || E'                return query select %s from %s e\n'
+                || E'                 where e.ev_txid = any (i_in_list)%s;\n'
+                || E'            end if;',
+                v_columns, v_table, v_filters, v_columns, v_table, v_filters);
+        end loop;
+        v_ids := v_ids || q.queue_id;
         v_codes := v_codes || pg_catalog.format(
-            E'    return query select %s from %s e\n'
-            || E'     where e.ev_txid >= i_lower and e.ev_txid <= i_upper\n'
-            || E'       and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)\n'
-            || E'       and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1)%s;\n'
-            || E'    if i_in_list is not null then\n'
-            || E'        return query select %s from %s e\n'
-            || E'         where e.ev_txid = any (i_in_list)%s;\n'
-            || E'    end if;',
-            v_columns, v_table, v_filters, v_columns, v_table, v_filters);
+            E'        foreach t in array i_tables loop\n%s        end loop;\n        return;',
+            pgque._router_branches('t',
+                array(select g from pg_catalog.generate_series(0, q.queue_ntables - 1) g),
+                v_tables));
     end loop;
+    if pg_catalog.cardinality(v_ids) = 0 then
+        execute pg_catalog.format('drop function if exists pgque.%I(%s)',
+                                  pgque._read_leaf_name(i_leaf), v_signature);
+        return;
+    end if;
     -- A generic plan, planned once per session: never a sequential or bitmap
     -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
     -- and no parallel workers (see the top of this file).
     execute pg_catalog.format(
-        E'create or replace function pgque.%I(%s)\n'
-        || E'returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
-        || E' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
-        || E' ev_extra4 text)\nlanguage plpgsql stable\n'
+        E'create or replace function pgque.%I(%s)\nreturns %s\nlanguage plpgsql stable\n'
         || E'set plan_cache_mode = force_generic_plan set enable_seqscan = off'
         || E' set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0\n'
-        || E'as $reader$\ndeclare\n    t integer;\nbegin\n'
-        || E'    foreach t in array i_tables loop\n%s\n    end loop;\nend\n$reader$',
-        pgque._batch_reader_name(i_queue.queue_id), pgque._batch_reader_signature(),
-        pgque._router_branches('t',
-            array(select g from pg_catalog.generate_series(0, i_queue.queue_ntables - 1) g), v_codes));
+        || E'as $reader$\ndeclare\n    t integer;\nbegin\n%s'
+        || E'    raise exception ''pgque internal error: no batch reader for queue id %%'', i_queue_id\n'
+        || E'        using detail = ''pgque:assertion_failed'';\nend\n$reader$',
+        pgque._read_leaf_name(i_leaf), v_signature, pgque._batch_reader_result(),
+        pgque._router_branches('i_queue_id', v_ids, v_codes));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public',
-                              pgque._batch_reader_name(i_queue.queue_id), pgque._batch_reader_signature());
+                              pgque._read_leaf_name(i_leaf), v_signature);
 end
 $$;
 
--- Internal: brings queue id i_queue_id's reader up to date: written when
--- the queue exists, dropped when it does not.
-create or replace function pgque._update_batch_reader(i_queue_id integer)
+-- Internal: the reader router as the install first writes it, every call
+-- by name; _write_batch_read_router gives it its static branches.
+create or replace function pgque._read_batch(
+    i_queue_id integer, i_tables integer[], i_lower xid8, i_upper xid8,
+    i_s1 pg_snapshot, i_s2 pg_snapshot, i_in_list xid8[], i_owner integer, i_ttl interval,
+    i_slot integer, i_n integer, i_limit bigint)
+returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,
+               ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,
+               ev_extra4 text)
+language plpgsql stable
+as $$
+begin
+    return query execute pg_catalog.format(
+        'select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+        pgque._read_leaf_name(i_queue_id / pgque._router_leaf_size()))
+      using i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list, i_owner, i_ttl,
+            i_slot, i_n, i_limit;
+end
+$$;
+
+-- Internal: writes the reader router: a static call of leaf k for queue
+-- ids 16k .. 16k+15 below 2,048 (the leaves need not exist yet: PL/pgSQL
+-- plans a branch when it first runs), a call by name above.
+create or replace function pgque._write_batch_read_router()
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue%rowtype;
+    v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
+                         || ' i_owner, i_ttl, i_slot, i_n, i_limit';
+    v_signature constant text :=
+        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_leaves constant integer[] :=
+        array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g);
 begin
-    select * into q from pgque.queue where queue_id = i_queue_id;
-    if found then
-        perform pgque._write_batch_reader(q);
-    else
-        execute pg_catalog.format('drop function if exists pgque.%I(%s)',
-                                  pgque._batch_reader_name(i_queue_id),
-                                  pgque._batch_reader_signature());
-    end if;
+    execute pg_catalog.format(
+        E'create or replace function pgque._read_batch(%s)\nreturns %s\nlanguage plpgsql stable\n'
+        || E'as $router$\ndeclare\n    k integer := i_queue_id / %s;\nbegin\n%s'
+        || E'    return query execute pg_catalog.format(\n'
+        || E'        ''select * from pgque.%%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)'',\n'
+        || E'        pgque._read_leaf_name(k))\n      using %s;\nend\n$router$',
+        v_signature, pgque._batch_reader_result(), pgque._router_leaf_size(),
+        pgque._router_branches('k', v_leaves,
+            array(select pg_catalog.format(E'    return query select * from pgque.%I(%s);\n    return;',
+                                           pgque._read_leaf_name(k), v_args)
+                    from pg_catalog.unnest(v_leaves) k)),
+        v_args);
+    execute pg_catalog.format('revoke all on function pgque._read_batch(%s) from public',
+                              v_signature);
 end
 $$;
 
--- Internal: how to read open batch i_batch_id through its queue's reader:
--- the SQL of the call, whose parameters $1 .. $7 are this record's fields
--- from tables to owner, $8 the ttl (this record's, or NULL), $9 and $10 a
--- partition slot and slot count, $11 a limit. The caller runs it with RETURN QUERY EXECUTE, so
--- the rows are copied once on the way (a function returning them would copy
--- them again). Each part is ordered and limited: one part needs no more.
-create or replace function pgque._read_batch_args(
+-- Internal: how to read open batch i_batch_id through the readers: the
+-- arguments of _read_batch, but the slot, slot count and limit, and
+-- whether the parts need merging (more than one table, or a txid list).
+create or replace function pgque._batch_read_args(
     i_batch_id bigint,
-    out sql text, out tables integer[], out lower_txid xid8, out upper_txid xid8,
+    out queue_id integer, out tables integer[], out lower_txid xid8, out upper_txid xid8,
     out s1 pg_snapshot, out s2 pg_snapshot, out txid_list xid8[], out owner integer,
-    out ttl interval)
+    out ttl interval, out merge boolean)
 language plpgsql stable
 as $$
 declare
     b record := pgque._batch_range(i_batch_id);
     r record := pgque._tick_range_bounds(b.s1, b.s2);
 begin
+    queue_id := (b.queue).queue_id;
     tables := pgque._batch_table_numbers(b.queue, b.s1, b.s2);
     lower_txid := r.lower_txid;
     upper_txid := r.upper_txid;
@@ -2828,26 +2904,7 @@ begin
     txid_list := r.txid_list;
     owner := b.sub_id;
     ttl := (b.queue).queue_event_ttl;
-    -- The reader's name comes from the queue's id, in schema pgque.
-    sql := pg_catalog.format('select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) r',
-                        pgque._batch_reader_name((b.queue).queue_id))
-        || case when pg_catalog.cardinality(tables) > 1 or txid_list is not null
-                then ' order by r.ev_id limit $11' else '' end;
-end
-$$;
-
--- Internal: writes every queue's reader anew (the install).
-create or replace function pgque._rebuild_batch_readers()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-declare
-    q pgque.queue%rowtype;
-begin
-    for q in select * from pgque.queue order by queue_id loop
-        perform pgque._write_batch_reader(q);
-    end loop;
+    merge := pg_catalog.cardinality(tables) > 1 or txid_list is not null;
 end
 $$;
 
@@ -3988,33 +4045,14 @@ $$;
 comment on function pgque.unsubscribe(text, text) is
     'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
 
--- Internal: the first i_limit messages of an open batch (all when NULL),
--- leaving out events older than the queue's event_ttl and, with a slot
--- count i_n, those whose partition key does not hash to slot i_slot. Read
--- through the queue's batch reader (batch_reader.sql), whose plans each
--- session caches.
-create or replace function pgque._batch_messages(
-    i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
-returns setof pgque.message
-language plpgsql stable
-as $$
-declare
-    a record := pgque._read_batch_args(i_batch_id);
-begin
-    return query execute
-        'select b.ev_id, $12, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
-        || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4 from (' || a.sql || ') b'
-      using a.tables, a.lower_txid, a.upper_txid, a.s1, a.s2, a.txid_list, a.owner, a.ttl,
-            i_slot, i_n, i_limit, i_batch_id;
-end
-$$;
-
 -- Internal: the body of receive, receive_coop and receive_partitioned. Opens
 -- the consumer's next batch (or takes its open one: the subconsumer's with
 -- i_subconsumer, see the cooperative next_batch_custom) and returns up to
--- i_max of its messages (of slot i_slot of i_n only, with i_n). A batch
--- with nothing to return is an empty window: there is nothing to ack, so it
--- is finished here and the next one looked at, up to 100 per call.
+-- i_max of its messages (of slot i_slot of i_n only, with i_n), leaving out
+-- events older than the queue's event_ttl, read through the batch readers
+-- (batch_reader.sql). A batch with nothing to return is an empty window:
+-- there is nothing to ack, so it is finished here and the next one looked
+-- at, up to 100 per call.
 create or replace function pgque._receive(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval,
     i_max integer, i_slot integer, i_n integer)
@@ -4025,6 +4063,7 @@ set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     v_batch_id bigint;
+    a record;
     v_returned bigint;
     v_windows integer := 0;
 begin
@@ -4038,7 +4077,21 @@ begin
         if v_batch_id is null then
             return;
         end if;
-        return query select * from pgque._batch_messages(v_batch_id, i_max, i_slot, i_n);
+        a := pgque._batch_read_args(v_batch_id);
+        if a.merge then
+            return query
+            select r.ev_id, v_batch_id, r.ev_type, r.ev_data, r.ev_retry, r.ev_time,
+                   r.ev_extra1, r.ev_extra2, r.ev_extra3, r.ev_extra4
+              from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid, a.s1,
+                                     a.s2, a.txid_list, a.owner, a.ttl, i_slot, i_n, i_max) r
+             order by r.ev_id limit i_max;
+        else
+            return query
+            select r.ev_id, v_batch_id, r.ev_type, r.ev_data, r.ev_retry, r.ev_time,
+                   r.ev_extra1, r.ev_extra2, r.ev_extra3, r.ev_extra4
+              from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid, a.s1,
+                                     a.s2, a.txid_list, a.owner, a.ttl, i_slot, i_n, i_max) r;
+        end if;
         get diagnostics v_returned = row_count;
         if v_returned > 0 then
             return;
@@ -8454,13 +8507,12 @@ begin
 end
 $owner_only$;
 
--- The insert routers (the tops, and the middle and leaf routers of the
--- queues that exist) and the batch readers of the queues that exist (the
+-- The insert routers and the batch readers (the tops and routers, and the
+-- middle routers, leaves and readers of the queues that exist; the
 -- stale-routine step dropped the previous build's).
 do $router$
 begin
     perform pgque._rebuild_routers();
-    perform pgque._rebuild_batch_readers();
 end
 $router$;
 

@@ -516,12 +516,19 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
-    a record := pgque._read_batch_args(x_batch_id);
+    a record := pgque._batch_read_args(x_batch_id);
 begin
-    -- Through the queue's batch reader (batch_reader.sql): a cached plan.
-    return query execute a.sql
-      using a.tables, a.lower_txid, a.upper_txid, a.s1, a.s2, a.txid_list, a.owner,
-            null::interval, null::integer, null::integer, null::bigint;
+    -- Through the batch readers (batch_reader.sql): cached plans.
+    if a.merge then
+        return query
+        select * from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid,
+                                        a.s1, a.s2, a.txid_list, a.owner, null, null, null, null) r
+         order by r.ev_id;
+    else
+        return query
+        select * from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid,
+                                        a.s1, a.s2, a.txid_list, a.owner, null, null, null, null);
+    end if;
 end
 $$;
 comment on function pgque.get_batch_events(bigint) is

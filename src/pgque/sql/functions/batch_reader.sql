@@ -4,9 +4,25 @@
 -- snapshots. Built as SQL text (batch_event_sql), it is parsed and planned
 -- on every call: a one-event receive took 0.26 ms of server time that way,
 -- 0.19 ms through the readers (measured, PostgreSQL 18). pgque therefore
--- generates, for each queue, one PL/pgSQL function holding a static query
--- per event table, with the snapshots and bounds as parameters; each
--- session plans it once.
+-- generates PL/pgSQL functions holding a static query per event table, with
+-- the snapshots and bounds as parameters; each session plans them once.
+--
+-- They are reached by static calls, like the insert routers
+-- (insert_router.sql), since a call by a name built at run time is a
+-- statement parsed and planned on every call too (70 µs of a 480 µs
+-- send-tick-receive-ack cycle, measured on PostgreSQL 15):
+--
+--   _read_batch    the router: a branch per leaf for the first 128 leaves
+--                  (queue ids below 2,048); above them, a call by name
+--   _read_l<k>     leaf k: the events of queues 16k .. 16k+15 between two
+--                  snapshots, from the tables given (numbers), each part
+--                  ordered by ev_id
+--
+-- The router's code depends on nothing but the tree's shape: the install
+-- writes it. A leaf is written by every create_queue and drop_queue of its
+-- queues (through _update_router, under the leaf's lock), and dropped with
+-- its last queue. A leaf's name is built from a queue id, in schema pgque,
+-- where only pgque's owner creates functions.
 --
 -- JIT: the event tables are never ANALYZEd (autovacuum is off on them), so
 -- a big table's estimate for a batch's txid range is far too high and made
@@ -16,15 +32,8 @@
 -- parallel index scan from about 1.6 * 10^7 events on: two workers started
 -- and stopped for every batch, halving the drain rate at 10^8 (measured).
 -- Batch reads therefore run without parallel workers too.
---
---   _read_q<id>    the events of queue <id> between two snapshots, from the
---                  tables given (numbers), each part ordered by ev_id
---
--- create_queue writes it, drop_queue drops it (both through _update_router),
--- the install writes every queue's anew. Its name is built from the queue's
--- id in schema pgque, where only pgque's owner creates functions.
 
--- Internal: the reader's parameters and result columns.
+-- Internal: the readers' parameters after the queue id, and their result.
 create or replace function pgque._batch_reader_signature()
 returns text
 language sql immutable
@@ -34,17 +43,28 @@ as $$
         || ' i_limit bigint'
 $$;
 
--- Internal: the name of queue i_queue_id's reader.
--- (text || text: text || integer is only stable, which kept this function
--- from being inlined, so every receive parsed and planned it: 52 µs.)
-create or replace function pgque._batch_reader_name(i_queue_id integer)
+create or replace function pgque._batch_reader_result()
 returns text
 language sql immutable
-as $$ select '_read_q' || i_queue_id::text $$;
+as $$
+    select 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
+        || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
+        || ' ev_extra4 text)'
+$$;
 
--- Internal: writes queue i_queue's reader (one static query per event table and
--- bound kind, each table proven to be the queue's own), revoked from PUBLIC.
-create or replace function pgque._write_batch_reader(i_queue pgque.queue)
+-- Internal: the name of leaf reader i_leaf.
+-- (text || text: text || integer is only stable, which kept this function
+-- from being inlined, so every receive parsed and planned it: 52 µs.)
+create or replace function pgque._read_leaf_name(i_leaf integer)
+returns text
+language sql immutable
+as $$ select '_read_l' || i_leaf::text $$;
+
+-- Internal: writes leaf reader i_leaf for the queues that exist now with
+-- ids 16k .. 16k+15 (one static query per event table and bound kind, each
+-- table proven to be its queue's own), revoked from PUBLIC; drops it when
+-- there is none.
+create or replace function pgque._write_batch_reader(i_leaf integer)
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
@@ -59,81 +79,128 @@ declare
         || ' and (i_ttl is null or e.ev_time >= pg_catalog.now() - i_ttl)'
         || ' and (i_n is null or pgque._partition_slot(e.ev_extra1, i_n) = i_slot)'
         || ' order by e.ev_id limit i_limit';
+    v_signature constant text :=
+        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_ids integer[] := '{}';
     v_codes text[] := '{}';
+    v_tables text[];
     v_table text;
+    q pgque.queue%rowtype;
     t integer;
 begin
-    for t in 0 .. i_queue.queue_ntables - 1 loop
-        v_table := pgque._event_table_name(i_queue, t);
+    for q in select * from pgque.queue
+              where queue_id / pgque._router_leaf_size() = i_leaf order by queue_id loop
+        v_tables := '{}';
+        for t in 0 .. q.queue_ntables - 1 loop
+            v_table := pgque._event_table_name(q, t);
+            v_tables := v_tables || pg_catalog.format(
+                E'            return query select %s from %s e\n'
+                || E'             where e.ev_txid >= i_lower and e.ev_txid <= i_upper\n'
+                || E'               and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)\n'
+                || E'               and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1)%s;\n'
+                || E'            if i_in_list is not null then\n'
+                || E'                return query select %s from %s e\n'
+                || E'                 where e.ev_txid = any (i_in_list)%s;\n'
+                || E'            end if;',
+                v_columns, v_table, v_filters, v_columns, v_table, v_filters);
+        end loop;
+        v_ids := v_ids || q.queue_id;
         v_codes := v_codes || pg_catalog.format(
-            E'    return query select %s from %s e\n'
-            || E'     where e.ev_txid >= i_lower and e.ev_txid <= i_upper\n'
-            || E'       and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)\n'
-            || E'       and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1)%s;\n'
-            || E'    if i_in_list is not null then\n'
-            || E'        return query select %s from %s e\n'
-            || E'         where e.ev_txid = any (i_in_list)%s;\n'
-            || E'    end if;',
-            v_columns, v_table, v_filters, v_columns, v_table, v_filters);
+            E'        foreach t in array i_tables loop\n%s        end loop;\n        return;',
+            pgque._router_branches('t',
+                array(select g from pg_catalog.generate_series(0, q.queue_ntables - 1) g),
+                v_tables));
     end loop;
+    if pg_catalog.cardinality(v_ids) = 0 then
+        execute pg_catalog.format('drop function if exists pgque.%I(%s)',
+                                  pgque._read_leaf_name(i_leaf), v_signature);
+        return;
+    end if;
     -- A generic plan, planned once per session: never a sequential or bitmap
     -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
     -- and no parallel workers (see the top of this file).
     execute pg_catalog.format(
-        E'create or replace function pgque.%I(%s)\n'
-        || E'returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
-        || E' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
-        || E' ev_extra4 text)\nlanguage plpgsql stable\n'
+        E'create or replace function pgque.%I(%s)\nreturns %s\nlanguage plpgsql stable\n'
         || E'set plan_cache_mode = force_generic_plan set enable_seqscan = off'
         || E' set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0\n'
-        || E'as $reader$\ndeclare\n    t integer;\nbegin\n'
-        || E'    foreach t in array i_tables loop\n%s\n    end loop;\nend\n$reader$',
-        pgque._batch_reader_name(i_queue.queue_id), pgque._batch_reader_signature(),
-        pgque._router_branches('t',
-            array(select g from pg_catalog.generate_series(0, i_queue.queue_ntables - 1) g), v_codes));
+        || E'as $reader$\ndeclare\n    t integer;\nbegin\n%s'
+        || E'    raise exception ''pgque internal error: no batch reader for queue id %%'', i_queue_id\n'
+        || E'        using detail = ''pgque:assertion_failed'';\nend\n$reader$',
+        pgque._read_leaf_name(i_leaf), v_signature, pgque._batch_reader_result(),
+        pgque._router_branches('i_queue_id', v_ids, v_codes));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public',
-                              pgque._batch_reader_name(i_queue.queue_id), pgque._batch_reader_signature());
+                              pgque._read_leaf_name(i_leaf), v_signature);
 end
 $$;
 
--- Internal: brings queue id i_queue_id's reader up to date: written when
--- the queue exists, dropped when it does not.
-create or replace function pgque._update_batch_reader(i_queue_id integer)
+-- Internal: the reader router as the install first writes it, every call
+-- by name; _write_batch_read_router gives it its static branches.
+create or replace function pgque._read_batch(
+    i_queue_id integer, i_tables integer[], i_lower xid8, i_upper xid8,
+    i_s1 pg_snapshot, i_s2 pg_snapshot, i_in_list xid8[], i_owner integer, i_ttl interval,
+    i_slot integer, i_n integer, i_limit bigint)
+returns table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,
+               ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,
+               ev_extra4 text)
+language plpgsql stable
+as $$
+begin
+    return query execute pg_catalog.format(
+        'select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+        pgque._read_leaf_name(i_queue_id / pgque._router_leaf_size()))
+      using i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list, i_owner, i_ttl,
+            i_slot, i_n, i_limit;
+end
+$$;
+
+-- Internal: writes the reader router: a static call of leaf k for queue
+-- ids 16k .. 16k+15 below 2,048 (the leaves need not exist yet: PL/pgSQL
+-- plans a branch when it first runs), a call by name above.
+create or replace function pgque._write_batch_read_router()
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue%rowtype;
+    v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
+                         || ' i_owner, i_ttl, i_slot, i_n, i_limit';
+    v_signature constant text :=
+        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_leaves constant integer[] :=
+        array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g);
 begin
-    select * into q from pgque.queue where queue_id = i_queue_id;
-    if found then
-        perform pgque._write_batch_reader(q);
-    else
-        execute pg_catalog.format('drop function if exists pgque.%I(%s)',
-                                  pgque._batch_reader_name(i_queue_id),
-                                  pgque._batch_reader_signature());
-    end if;
+    execute pg_catalog.format(
+        E'create or replace function pgque._read_batch(%s)\nreturns %s\nlanguage plpgsql stable\n'
+        || E'as $router$\ndeclare\n    k integer := i_queue_id / %s;\nbegin\n%s'
+        || E'    return query execute pg_catalog.format(\n'
+        || E'        ''select * from pgque.%%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)'',\n'
+        || E'        pgque._read_leaf_name(k))\n      using %s;\nend\n$router$',
+        v_signature, pgque._batch_reader_result(), pgque._router_leaf_size(),
+        pgque._router_branches('k', v_leaves,
+            array(select pg_catalog.format(E'    return query select * from pgque.%I(%s);\n    return;',
+                                           pgque._read_leaf_name(k), v_args)
+                    from pg_catalog.unnest(v_leaves) k)),
+        v_args);
+    execute pg_catalog.format('revoke all on function pgque._read_batch(%s) from public',
+                              v_signature);
 end
 $$;
 
--- Internal: how to read open batch i_batch_id through its queue's reader:
--- the SQL of the call, whose parameters $1 .. $7 are this record's fields
--- from tables to owner, $8 the ttl (this record's, or NULL), $9 and $10 a
--- partition slot and slot count, $11 a limit. The caller runs it with RETURN QUERY EXECUTE, so
--- the rows are copied once on the way (a function returning them would copy
--- them again). Each part is ordered and limited: one part needs no more.
-create or replace function pgque._read_batch_args(
+-- Internal: how to read open batch i_batch_id through the readers: the
+-- arguments of _read_batch, but the slot, slot count and limit, and
+-- whether the parts need merging (more than one table, or a txid list).
+create or replace function pgque._batch_read_args(
     i_batch_id bigint,
-    out sql text, out tables integer[], out lower_txid xid8, out upper_txid xid8,
+    out queue_id integer, out tables integer[], out lower_txid xid8, out upper_txid xid8,
     out s1 pg_snapshot, out s2 pg_snapshot, out txid_list xid8[], out owner integer,
-    out ttl interval)
+    out ttl interval, out merge boolean)
 language plpgsql stable
 as $$
 declare
     b record := pgque._batch_range(i_batch_id);
     r record := pgque._tick_range_bounds(b.s1, b.s2);
 begin
+    queue_id := (b.queue).queue_id;
     tables := pgque._batch_table_numbers(b.queue, b.s1, b.s2);
     lower_txid := r.lower_txid;
     upper_txid := r.upper_txid;
@@ -142,25 +209,6 @@ begin
     txid_list := r.txid_list;
     owner := b.sub_id;
     ttl := (b.queue).queue_event_ttl;
-    -- The reader's name comes from the queue's id, in schema pgque.
-    sql := pg_catalog.format('select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) r',
-                        pgque._batch_reader_name((b.queue).queue_id))
-        || case when pg_catalog.cardinality(tables) > 1 or txid_list is not null
-                then ' order by r.ev_id limit $11' else '' end;
-end
-$$;
-
--- Internal: writes every queue's reader anew (the install).
-create or replace function pgque._rebuild_batch_readers()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-declare
-    q pgque.queue%rowtype;
-begin
-    for q in select * from pgque.queue order by queue_id loop
-        perform pgque._write_batch_reader(q);
-    end loop;
+    merge := pg_catalog.cardinality(tables) > 1 or txid_list is not null;
 end
 $$;

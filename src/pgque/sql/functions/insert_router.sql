@@ -297,8 +297,8 @@ end
 $$;
 
 -- Internal: brings the routers of queue id i_queue_id's leaf, and its batch
--- reader, up to date (create_queue and drop_queue call it in their
--- transaction).
+-- reader (batch_reader.sql), up to date (create_queue and drop_queue call
+-- it in their transaction).
 create or replace function pgque._update_router(i_queue_id integer)
 returns void
 language plpgsql
@@ -308,14 +308,14 @@ declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
 begin
-    perform pgque._update_batch_reader(i_queue_id);  -- batch_reader.sql
-    if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
-        return;  -- beyond the tree: the dynamic path
-    end if;
     -- One writer per leaf at a time; the statements after the lock see the
     -- queues the previous writer committed.
     perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
                                              pgque._router_lock_key('leaf', v_leaf));
+    perform pgque._write_batch_reader(v_leaf);
+    if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
+        return;  -- beyond the insert routers' tree: their dynamic path
+    end if;
     foreach v_kind in array array['event', 'batch'] loop
         perform pgque._ensure_middle_router(v_kind, v_leaf / pgque._router_fanout());
         perform pgque._write_leaf_router(v_kind, v_leaf);
@@ -323,9 +323,10 @@ begin
 end
 $$;
 
--- Internal: writes every router anew: the tops and, for the queues that
--- exist, their middle and leaf routers (the install runs it, after dropping
--- the routines of the previous build).
+-- Internal: writes every router anew: the tops, the batch reader router
+-- and, for the queues that exist, their middle and leaf routers and batch
+-- readers (the install runs it, after dropping the routines of the previous
+-- build).
 create or replace function pgque._rebuild_routers()
 returns void
 language plpgsql
@@ -335,6 +336,7 @@ declare
     v_kind text;
     v_queue_id integer;
 begin
+    perform pgque._write_batch_read_router();  -- batch_reader.sql
     foreach v_kind in array array['event', 'batch'] loop
         perform pgque._write_top_router(v_kind);
     end loop;

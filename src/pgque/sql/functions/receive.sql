@@ -38,33 +38,14 @@ $$;
 comment on function pgque.unsubscribe(text, text) is
     'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
 
--- Internal: the first i_limit messages of an open batch (all when NULL),
--- leaving out events older than the queue's event_ttl and, with a slot
--- count i_n, those whose partition key does not hash to slot i_slot. Read
--- through the queue's batch reader (batch_reader.sql), whose plans each
--- session caches.
-create or replace function pgque._batch_messages(
-    i_batch_id bigint, i_limit integer, i_slot integer, i_n integer)
-returns setof pgque.message
-language plpgsql stable
-as $$
-declare
-    a record := pgque._read_batch_args(i_batch_id);
-begin
-    return query execute
-        'select b.ev_id, $12, b.ev_type, b.ev_data, b.ev_retry, b.ev_time,'
-        || ' b.ev_extra1, b.ev_extra2, b.ev_extra3, b.ev_extra4 from (' || a.sql || ') b'
-      using a.tables, a.lower_txid, a.upper_txid, a.s1, a.s2, a.txid_list, a.owner, a.ttl,
-            i_slot, i_n, i_limit, i_batch_id;
-end
-$$;
-
 -- Internal: the body of receive, receive_coop and receive_partitioned. Opens
 -- the consumer's next batch (or takes its open one: the subconsumer's with
 -- i_subconsumer, see the cooperative next_batch_custom) and returns up to
--- i_max of its messages (of slot i_slot of i_n only, with i_n). A batch
--- with nothing to return is an empty window: there is nothing to ack, so it
--- is finished here and the next one looked at, up to 100 per call.
+-- i_max of its messages (of slot i_slot of i_n only, with i_n), leaving out
+-- events older than the queue's event_ttl, read through the batch readers
+-- (batch_reader.sql). A batch with nothing to return is an empty window:
+-- there is nothing to ack, so it is finished here and the next one looked
+-- at, up to 100 per call.
 create or replace function pgque._receive(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval,
     i_max integer, i_slot integer, i_n integer)
@@ -75,6 +56,7 @@ set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
     v_batch_id bigint;
+    a record;
     v_returned bigint;
     v_windows integer := 0;
 begin
@@ -88,7 +70,21 @@ begin
         if v_batch_id is null then
             return;
         end if;
-        return query select * from pgque._batch_messages(v_batch_id, i_max, i_slot, i_n);
+        a := pgque._batch_read_args(v_batch_id);
+        if a.merge then
+            return query
+            select r.ev_id, v_batch_id, r.ev_type, r.ev_data, r.ev_retry, r.ev_time,
+                   r.ev_extra1, r.ev_extra2, r.ev_extra3, r.ev_extra4
+              from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid, a.s1,
+                                     a.s2, a.txid_list, a.owner, a.ttl, i_slot, i_n, i_max) r
+             order by r.ev_id limit i_max;
+        else
+            return query
+            select r.ev_id, v_batch_id, r.ev_type, r.ev_data, r.ev_retry, r.ev_time,
+                   r.ev_extra1, r.ev_extra2, r.ev_extra3, r.ev_extra4
+              from pgque._read_batch(a.queue_id, a.tables, a.lower_txid, a.upper_txid, a.s1,
+                                     a.s2, a.txid_list, a.owner, a.ttl, i_slot, i_n, i_max) r;
+        end if;
         get diagnostics v_returned = row_count;
         if v_returned > 0 then
             return;

@@ -200,12 +200,11 @@ begin
 end
 $owner_only$;
 
--- The insert routers (the tops, and the middle and leaf routers of the
--- queues that exist) and the batch readers of the queues that exist (the
+-- The insert routers and the batch readers (the tops and routers, and the
+-- middle routers, leaves and readers of the queues that exist; the
 -- stale-routine step dropped the previous build's).
 do $router$
 begin
     perform pgque._rebuild_routers();
-    perform pgque._rebuild_batch_readers();
 end
 $router$;
