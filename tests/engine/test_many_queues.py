@@ -117,6 +117,9 @@ def test_a_sessions_first_send_runs_one_router_per_level_whatever_the_queue_coun
             "select funcname, calls from pg_stat_xact_user_functions"
             " where schemaname = 'pgque' order by funcname",
         )
+    # The tree's shape is constant-folded once, when _insert_event is planned.
+    assert ("_router_fanout", 1) in called and ("_router_leaf_size", 1) in called
+    called = [c for c in called if c[0] not in ("_router_fanout", "_router_leaf_size")]
     # Nothing per queue: no proof of the table, no dynamic path, no lookup
     # among the routers; the one branch of each level.
     assert called == [
@@ -124,6 +127,20 @@ def test_a_sessions_first_send_runs_one_router_per_level_whatever_the_queue_coun
         ("_route_event_m2", 1), ("send", 1),
     ]  # fmt: skip
     assert placed(conn, ["far"]) == {"far": ["event_5001_0"]}
+    # Below id 2,048 a single send skips the top: its branch leads to m0 alone.
+    sender = connect()  # (the xact view counts what is not yet reported)
+    sender.execute("set track_functions = 'all'")
+    with sender.transaction():
+        sender.execute("select pgque.send('near0017', 'second')")
+        called = rows(
+            sender,
+            "select funcname, calls from pg_stat_xact_user_functions"
+            " where schemaname = 'pgque' order by funcname",
+        )
+    called = [c for c in called if c[0] not in ("_router_fanout", "_router_leaf_size")]
+    assert called == [
+        ("_insert_event", 1), ("_route_event_l1", 1), ("_route_event_m0", 1), ("send", 1),
+    ]  # fmt: skip
 
 
 def test_the_batch_readers_follow_the_queues_of_their_leaf(conn: Conn) -> None:
