@@ -1259,6 +1259,9 @@ create or replace function pgque._write_router(i_name text, i_kind text, i_body 
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Generated code is not parsed a second time on creation (its first call
+-- compiles it; the tests call every kind): a third of a create_queue.
+set check_function_bodies = off
 as $$
 declare
     k record;
@@ -2528,6 +2531,13 @@ declare
     v_xid bigint;
     v_list bigint[] := '{}';
 begin
+    upper_txid := pg_catalog.pg_snapshot_xmax(i_s2);
+    -- Nothing was running at s1 (its xmin is its xmax): no txid of (b) below,
+    -- and no query to run (the usual case of a quiet moment).
+    if pg_catalog.pg_snapshot_xmin(i_s1) = pg_catalog.pg_snapshot_xmax(i_s1) then
+        lower_txid := pg_catalog.pg_snapshot_xmax(i_s1);
+        return;
+    end if;
     -- Membership: visible in s2, not visible in s1. Such txids are either
     -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
     -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
@@ -2546,7 +2556,6 @@ begin
         end if;
     end loop;
     lower_txid := v_lower::text::xid8;
-    upper_txid := pg_catalog.pg_snapshot_xmax(i_s2);
     if pg_catalog.cardinality(v_list) > 0 then
         txid_list := v_list::text[]::xid8[];
     end if;
@@ -2655,6 +2664,7 @@ as $$
 begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
+    -- (ack closes the usual batch the same way itself: keep the two alike.)
     update pgque.subscription
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
@@ -2774,6 +2784,9 @@ create or replace function pgque._write_batch_reader(i_leaf integer)
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Generated code is not parsed a second time on creation (its first call
+-- compiles it; the tests call every kind): a third of a create_queue.
+set check_function_bodies = off
 as $$
 declare
     -- The columns of get_batch_events, and the filters of every part: the
@@ -2866,6 +2879,9 @@ create or replace function pgque._write_batch_read_router()
 returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
+-- Generated code is not parsed a second time on creation (its first call
+-- compiles it; the tests call every kind): a third of a create_queue.
+set check_function_bodies = off
 as $$
 declare
     v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
@@ -4152,6 +4168,19 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
+    -- The usual batch in one statement, closed as finish_batch closes it
+    -- (keep the two alike): not a partition slot's, not a cooperative main's.
+    update pgque.subscription s
+       set sub_active = pg_catalog.now(),
+           sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
+           sub_next_tick = null, sub_batch = null
+      from pgque.consumer c
+     where s.sub_batch = i_batch_id and s.sub_role <> 'coop_main'
+       and c.co_id = s.sub_consumer and not pgque._is_slot_consumer(c.co_name);
+    if found then
+        return 1;
+    end if;
+    -- A slot's batch is refused; finish_batch says what else it is.
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
     return pgque.finish_batch(i_batch_id);
 end

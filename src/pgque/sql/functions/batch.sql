@@ -417,6 +417,13 @@ declare
     v_xid bigint;
     v_list bigint[] := '{}';
 begin
+    upper_txid := pg_catalog.pg_snapshot_xmax(i_s2);
+    -- Nothing was running at s1 (its xmin is its xmax): no txid of (b) below,
+    -- and no query to run (the usual case of a quiet moment).
+    if pg_catalog.pg_snapshot_xmin(i_s1) = pg_catalog.pg_snapshot_xmax(i_s1) then
+        lower_txid := pg_catalog.pg_snapshot_xmax(i_s1);
+        return;
+    end if;
     -- Membership: visible in s2, not visible in s1. Such txids are either
     -- (a) from xmax(s1) up to xmax(s2), checked against both snapshots, or
     -- (b) running at s1 and no longer at s2: xip(s1) minus xip(s2), matched
@@ -435,7 +442,6 @@ begin
         end if;
     end loop;
     lower_txid := v_lower::text::xid8;
-    upper_txid := pg_catalog.pg_snapshot_xmax(i_s2);
     if pg_catalog.cardinality(v_list) > 0 then
         txid_list := v_list::text[]::xid8[];
     end if;
@@ -544,6 +550,7 @@ as $$
 begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
+    -- (ack closes the usual batch the same way itself: keep the two alike.)
     update pgque.subscription
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,

@@ -134,6 +134,19 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
+    -- The usual batch in one statement, closed as finish_batch closes it
+    -- (keep the two alike): not a partition slot's, not a cooperative main's.
+    update pgque.subscription s
+       set sub_active = pg_catalog.now(),
+           sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
+           sub_next_tick = null, sub_batch = null
+      from pgque.consumer c
+     where s.sub_batch = i_batch_id and s.sub_role <> 'coop_main'
+       and c.co_id = s.sub_consumer and not pgque._is_slot_consumer(c.co_name);
+    if found then
+        return 1;
+    end if;
+    -- A slot's batch is refused; finish_batch says what else it is.
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
     return pgque.finish_batch(i_batch_id);
 end
