@@ -1384,7 +1384,9 @@ begin
                order by q.queue_id)
       into v_ids, v_codes
       from pgque.queue q
-     where q.queue_id / pgque._router_leaf_size() = i_leaf;
+     -- By a range of ids, which the primary key finds (see _write_batch_reader).
+     where q.queue_id between i_leaf * pgque._router_leaf_size()
+                          and (i_leaf + 1) * pgque._router_leaf_size() - 1;
     perform pgque._write_router('_route_' || i_kind || '_l' || i_leaf, i_kind,
         E'begin\n' || pgque._router_branches('i_queue_id', v_ids, v_codes)
         || pgque._router_call(i_kind, null) || E'\nend\n');
@@ -2807,8 +2809,12 @@ declare
     q pgque.queue%rowtype;
     t integer;
 begin
+    -- By a range of ids, which the primary key finds (a division would read
+    -- every queue's row: 10,000 rows on every create_queue at 10,000 queues).
     for q in select * from pgque.queue
-              where queue_id / pgque._router_leaf_size() = i_leaf order by queue_id loop
+              where queue_id between i_leaf * pgque._router_leaf_size()
+                                 and (i_leaf + 1) * pgque._router_leaf_size() - 1
+              order by queue_id loop
         v_tables := '{}';
         for t in 0 .. q.queue_ntables - 1 loop
             v_table := pgque._event_table_name(q, t);

@@ -294,7 +294,9 @@ begin
                order by q.queue_id)
       into v_ids, v_codes
       from pgque.queue q
-     where q.queue_id / pgque._router_leaf_size() = i_leaf;
+     -- By a range of ids, which the primary key finds (see _write_batch_reader).
+     where q.queue_id between i_leaf * pgque._router_leaf_size()
+                          and (i_leaf + 1) * pgque._router_leaf_size() - 1;
     perform pgque._write_router('_route_' || i_kind || '_l' || i_leaf, i_kind,
         E'begin\n' || pgque._router_branches('i_queue_id', v_ids, v_codes)
         || pgque._router_call(i_kind, null) || E'\nend\n');
