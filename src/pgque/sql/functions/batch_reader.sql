@@ -9,8 +9,9 @@
 --
 -- They are reached by static calls, like the insert routers
 -- (insert_router.sql), since a call by a name built at run time is a
--- statement parsed and planned on every call too (70 µs of a 480 µs
--- send-tick-receive-ack cycle, measured on PostgreSQL 15):
+-- statement parsed and planned on every call too (a send, tick, receive
+-- and ack cycle took 519 µs that way, 484 µs through static calls,
+-- measured on PostgreSQL 15):
 --
 --   _read_batch    the router: a branch per leaf for the first 128 leaves
 --                  (queue ids below 2,048); above them, a call by name
@@ -69,7 +70,8 @@ returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation (its first call
--- compiles it; the tests call every kind): a third of a create_queue.
+-- compiles it; the tests call every kind): a reader leaf of 16 queues took
+-- 3.1 ms to write instead of 5.4, an insert leaf 2.1 instead of 2.6.
 set check_function_bodies = off
 as $$
 declare
@@ -168,7 +170,8 @@ returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation (its first call
--- compiles it; the tests call every kind): a third of a create_queue.
+-- compiles it; the tests call every kind): a reader leaf of 16 queues took
+-- 3.1 ms to write instead of 5.4, an insert leaf 2.1 instead of 2.6.
 set check_function_bodies = off
 as $$
 declare

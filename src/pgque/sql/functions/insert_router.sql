@@ -170,7 +170,8 @@ returns void
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation (its first call
--- compiles it; the tests call every kind): a third of a create_queue.
+-- compiles it; the tests call every kind): a reader leaf of 16 queues took
+-- 3.1 ms to write instead of 5.4, an insert leaf 2.1 instead of 2.6.
 set check_function_bodies = off
 as $$
 declare
