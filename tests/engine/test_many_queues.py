@@ -60,6 +60,27 @@ def readers(conn: Conn) -> dict[str, tuple[int, str]]:
     }
 
 
+SHAPE = ("_router_fanout", "_router_leaf_size")
+"""The tree's shape: constants, evaluated when a statement using them is planned."""
+
+
+def send_calls(connect: Any, queue: str) -> list[tuple[Any, ...]]:
+    """The pgque functions one send to ``queue`` calls in a new session: (name, calls).
+
+    A new session each time: the transaction's view also counts what earlier
+    transactions of the session have not reported yet."""
+    sender = connect()
+    sender.execute("set track_functions = 'all'")
+    with sender.transaction():
+        sender.execute("select pgque.send(%s, 'sent')", (queue,))
+        called: list[tuple[Any, ...]] = rows(
+            sender,
+            "select funcname, calls from pg_stat_xact_user_functions"
+            " where schemaname = 'pgque' order by funcname",
+        )
+    return called
+
+
 def placed(conn: Conn, names: list[str]) -> dict[str, list[str]]:
     """Per queue, the tables (``event_<id>_<n>``) its events are in."""
     found: dict[str, list[str]] = {}
@@ -108,18 +129,10 @@ def test_a_sessions_first_send_runs_one_router_per_level_whatever_the_queue_coun
     # leaf 312 of middle router 2 (the tree depends on queue ids alone).
     conn.execute("select setval(pg_get_serial_sequence('pgque.queue', 'queue_id'), 5000)")
     conn.execute("select pgque.create_queue('far')")
-    sender = connect()
-    sender.execute("set track_functions = 'all'")
-    with sender.transaction():
-        sender.execute("select pgque.send('far', 'first')")
-        called = rows(
-            sender,
-            "select funcname, calls from pg_stat_xact_user_functions"
-            " where schemaname = 'pgque' order by funcname",
-        )
+    called = send_calls(connect, "far")
     # The tree's shape is constant-folded once, when _insert_event is planned.
     assert ("_router_fanout", 1) in called and ("_router_leaf_size", 1) in called
-    called = [c for c in called if c[0] not in ("_router_fanout", "_router_leaf_size")]
+    called = [c for c in called if c[0] not in SHAPE]
     # Nothing per queue: no proof of the table, no dynamic path, no lookup
     # among the routers; the one branch of each level.
     assert called == [
@@ -128,16 +141,7 @@ def test_a_sessions_first_send_runs_one_router_per_level_whatever_the_queue_coun
     ]  # fmt: skip
     assert placed(conn, ["far"]) == {"far": ["event_5001_0"]}
     # Below id 2,048 a single send skips the top: its branch leads to m0 alone.
-    sender = connect()  # (the xact view counts what is not yet reported)
-    sender.execute("set track_functions = 'all'")
-    with sender.transaction():
-        sender.execute("select pgque.send('near0017', 'second')")
-        called = rows(
-            sender,
-            "select funcname, calls from pg_stat_xact_user_functions"
-            " where schemaname = 'pgque' order by funcname",
-        )
-    called = [c for c in called if c[0] not in ("_router_fanout", "_router_leaf_size")]
+    called = [c for c in send_calls(connect, "near0017") if c[0] not in SHAPE]
     assert called == [
         ("_insert_event", 1), ("_route_event_l1", 1), ("_route_event_m0", 1), ("send", 1),
     ]  # fmt: skip
