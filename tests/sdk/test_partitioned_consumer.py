@@ -135,12 +135,15 @@ def test_a_worker_fenced_off_a_slot_moves_to_a_free_one(
         lambda: [s for s, o in owners(conn).items() if o == "A"], what="A claims a slot"
     )
     # Another worker takes A's slot over; A's next receive there is fenced.
-    conn.execute(
-        "update pgque.partition_slot set lease_until = clock_timestamp() - interval '1s'"
-        " where slot = %s",
-        (slot,),
-    )
-    assert one(conn, "select pgque.claim_slot('q', 'w', %s, 'X')", slot) is not None
+    # Expiry and takeover in one transaction: the row lock keeps A's own
+    # renewal (every poll) from slipping in between.
+    with conn.transaction():
+        conn.execute(
+            "update pgque.partition_slot set lease_until = clock_timestamp() - interval '1s'"
+            " where slot = %s",
+            (slot,),
+        )
+        assert one(conn, "select pgque.claim_slot('q', 'w', %s, 'X')", slot) is not None
     send_keyed(conn, 20)
     wait_for(lambda: owners(conn) == {slot: "X", 1 - slot: "A"}, what="A moves to the other slot")
     # A handles the other slot's share, and nothing of X's slot.
