@@ -224,12 +224,13 @@ begin
         raise exception 'dead_interval must be a non-negative interval or NULL, got % (consumer % on queue %)',
             i_dead_interval, v_member_name, i_queue using detail = 'pgque:invalid_argument';
     end if;
+    -- By key, as in the plain next_batch_custom above.
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_batch, s.sub_last_tick, s.sub_next_tick
       into v_member
       from pgque.subscription s
-      join pgque.queue q on q.queue_id = s.sub_queue
-      join pgque.consumer c on c.co_id = s.sub_consumer
-     where q.queue_name = i_queue and c.co_name = v_member_name and s.sub_role = 'coop_member'
+     where s.sub_queue = (select q.queue_id from pgque.queue q where q.queue_name = i_queue)
+       and s.sub_consumer = (select c.co_id from pgque.consumer c where c.co_name = v_member_name)
+       and s.sub_role = 'coop_member'
        for no key update of s;
     if not found then
         raise exception 'Not subscriber to queue: %/%', i_queue, v_member_name
