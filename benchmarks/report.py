@@ -28,6 +28,15 @@ def _ratio(row: dict[str, Any], base: dict[str, Any]) -> str:
     return f"{row['median'] / base['median']:.2f}x" if base["median"] else "-"
 
 
+def _save_svg(fig: Any, path: Path) -> None:
+    """Write ``fig`` as SVG, the same bytes for the same figures (no date, fixed ids),
+    so that a regenerated page changes only the charts whose figures changed."""
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": "pgque"}):
+        fig.savefig(path, format="svg", metadata={"Date": None})
+
+
 def _chart(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
     """A horizontal bar per row: its median relative to its workload's first row."""
     import matplotlib
@@ -63,7 +72,7 @@ def _chart(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
     ax.set_xlabel("relative to the workload's first row (higher is better; bars: min-max)")
     ax.set_title(f"{case} (pgque in blue)")
     fig.tight_layout()
-    fig.savefig(path, format="svg")
+    _save_svg(fig, path)
     plt.close(fig)
     return True
 
@@ -107,7 +116,7 @@ def _curves(case: str, rows: list[dict[str, Any]], path: Path) -> bool:
         ax.axis("off")
     fig.suptitle(f"{case}: cost against size (pgque in blue; log-log)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, format="svg")
+    _save_svg(fig, path)
     plt.close(fig)
     return True
 
