@@ -819,12 +819,13 @@ def test_ticker_waits_for_a_ticker_held_open(conn: Conn, connect: Connect) -> No
     assert [(b.cur_tick, b.ids) for b in batches] == [(t_a, [early]), (t_b, [during])]
 
 
-@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+@pytest.mark.parametrize("outcome", ["commit", "rollback", "finish"])
 def test_next_batch_for_one_consumer_from_two_sessions(
     conn: Conn, connect: Connect, outcome: str
 ) -> None:
     """The second next_batch waits on the subscription row; then gets the same batch
-    (first committed) or a new id for the same ticks (first rolled back)."""
+    (first committed), a new id for the same ticks (first rolled back), or the next
+    batch (first finished its batch and committed: what the SDK's consumers do)."""
     make_queue(conn)
     register(conn, "c")
     events = [insert(conn, f"e{i}") for i in range(4)]
@@ -835,6 +836,8 @@ def test_next_batch_for_one_consumer_from_two_sessions(
 
     a = open_batch(first, "c")
     assert a is not None and a.ids == events
+    later = insert(conn, "after the first batch")
+    next_tick = tick(conn)
     with ThreadPoolExecutor(max_workers=1) as pool:
         try:
             call = pool.submit(open_batch, second, "c")
@@ -843,14 +846,20 @@ def test_next_batch_for_one_consumer_from_two_sessions(
             )
             assert {lt for lt, _ in locks} <= {"transactionid", "tuple"}, locks
             assert wait_event(observer, second.info.backend_pid)[0] == "Lock"
-            if outcome == "commit":
-                first.commit()
-            else:
+            if outcome == "finish":
+                assert one(first, "select pgque.finish_batch(%s)", a.batch_id) == 1
+            if outcome == "rollback":
                 first.rollback()
+            else:
+                first.commit()
             b = call.result(timeout=WAIT_SECONDS)
         finally:
             first.rollback()
     assert b is not None
+    if outcome == "finish":
+        # From where the first batch ended: nothing of it again.
+        assert (b.prev_tick, b.cur_tick, b.ids) == (a.cur_tick, next_tick, [later])
+        return
     assert (b.prev_tick, b.cur_tick, b.events) == (a.prev_tick, a.cur_tick, a.events)
     if outcome == "commit":
         assert b.batch_id == a.batch_id
@@ -858,6 +867,8 @@ def test_next_batch_for_one_consumer_from_two_sessions(
         assert b.batch_id != a.batch_id
         assert one(conn, "select pgque.finish_batch(%s)", a.batch_id) == 0
     assert one(conn, "select pgque.finish_batch(%s)", b.batch_id) == 1
+    rest = take_batch(conn, "c")
+    assert rest is not None and (rest.prev_tick, rest.ids) == (a.cur_tick, [later])
     assert take_batch(conn, "c") is None
 
 
