@@ -9,9 +9,11 @@ poll (see docs/concepts.md, "Latency"). The tick must commit on its own,
 before the batch's transaction begins: ticks are serialized per queue, and
 a tick left uncommitted while the handlers run would hold up every other
 ticker of the queue. One simple-protocol query carries the steps (the
-statements of a query string run in order; its ``COMMIT`` ends the tick's
-implicit transaction, its ``BEGIN`` opens the batch's), so the handlers
-start one round trip after the wakeup instead of three. The simple protocol
+statements of a query string run in order: ``BEGIN``, the tick and ``COMMIT``,
+then the batch's ``BEGIN``), so the handlers start one round trip after the
+wakeup instead of three. The tick's transaction begins explicitly: a
+``COMMIT`` ending the implicit transaction of a query string makes the server
+log a warning (there is no transaction in progress). The simple protocol
 has no parameters: the values go in as literals composed by
 :mod:`psycopg.sql`; the statements are in ``queries.sql``.
 """

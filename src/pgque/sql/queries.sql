@@ -68,8 +68,12 @@ select * from pgque.receive(%s, %s, %s)
 -- (pgque/_async_batch.py): these statements are composed with literals,
 -- not parameters. The tick (when the consumer ticks its queue itself) is a
 -- transaction of its own, committed asynchronously as the ticker's ticks
--- are, that arms the producers' wakeup first (queue, max wait).
+-- are, that arms the producers' wakeup first (queue, max wait). It begins
+-- explicitly: a COMMIT that ends the implicit transaction of a
+-- multi-statement query string makes the server log "WARNING: there is no
+-- transaction in progress" (tests/sdk/test_quiet_log.py).
 -- name: batch_tick
+begin;
 select pgque._consumer_tick({queue}, {max_wait}::interval),
        pg_catalog.set_config('synchronous_commit', 'off', true);
 commit
