@@ -71,6 +71,7 @@ def test_every_class_has_a_place() -> None:
         pgque.ConsumerGaveUp,
         pgque.PgqueError,
         pgque.PgqueConnectionError,
+        pgque.PgquePoolerError,
         pgque.PgqueNotInstalledError,
         pgque.PgqueInstallError,
     }

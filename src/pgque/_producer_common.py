@@ -19,7 +19,12 @@ from psycopg_pool import PoolTimeout
 
 from pgque._queries import LiteralString, query
 from pgque._text import nul_error
-from pgque.errors import PgqueConnectionError, PgqueInvalidArgument, PgqueOperationRefused
+from pgque.errors import (
+    PgqueConnectionError,
+    PgqueInvalidArgument,
+    PgqueOperationRefused,
+    pooler_symptom,
+)
 from pgque.serializers import JSON, Serializer, dumps
 
 __all__ = [
@@ -39,6 +44,7 @@ __all__ = [
     "encoder",
     "extras_columns",
     "map_pool_error",
+    "misbound",
     "place_carriers",
     "single_statement",
 ]
@@ -216,6 +222,22 @@ def batch_statement(
         "producer_send_batch_extras_client_side" if client_side else "producer_send_batch_extras"
     )
     return query(extras), (queue, types, texts, *columns)
+
+
+def misbound(exc: BaseException) -> bool:
+    """Whether a producer's prepared statement failed as it does when a transaction-mode
+    pooler lent a server session where that name is another client's statement: the
+    parameters bound to the wrong statement read as a NUL byte or a malformed array
+    (the producer's own parameters never are: psycopg refuses a NUL before sending).
+    A pooler's plainer symptoms (:func:`pgque.errors.pooler_symptom`) count too."""
+    if pooler_symptom(exc):
+        return True
+    if not isinstance(exc, psycopg.Error):
+        return False
+    text = exc.diag.message_primary or ""
+    return (exc.sqlstate == "22021" and "0x00" in text) or (
+        exc.sqlstate == "22P02" and "malformed array literal" in text
+    )
 
 
 def client_side(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:

@@ -7,6 +7,7 @@ psycopg exception stays available as ``__cause__``::
     Exception
      +-- PgqueError
           +-- PgqueConnectionError
+          +-- PgquePoolerError
           +-- PgqueNotInstalledError
           +-- PgqueInstallError
           +-- ConsumerGaveUp
@@ -34,7 +35,10 @@ holds equal to the codes the SQL raises), and falls back to the message texts
 upstream PgQue's client matches, so the mapping also works against upstream's
 SQL. PostgreSQL's own data exceptions (SQLSTATE class 22: a value that does
 not cast, is out of range or cannot be stored, such as a NUL character in
-text) are :class:`PgqueInvalidArgument`.
+text) are :class:`PgqueInvalidArgument`. The symptoms of a transaction-mode
+pooler met without ``pooler=True`` (a prepared statement of psycopg's missing
+or already there on the server session the pooler lent) are
+:class:`PgquePoolerError`.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ __all__ = [
     "PgqueMessageNotFound",
     "PgqueNotInstalledError",
     "PgqueOperationRefused",
+    "PgquePoolerError",
     "PgqueQueueNotFound",
     "PgqueSchedulerUnavailable",
     "PgqueTickRefused",
@@ -87,6 +92,21 @@ class PgqueError(Exception):
 
 class PgqueConnectionError(PgqueError):
     """The database connection is unusable."""
+
+
+class PgquePoolerError(PgqueError):
+    """A transaction-mode pooler (PgBouncer, Supavisor, RDS Proxy) is between the SDK and
+    the server: pass ``pooler=True`` (docs/operations.md, "Poolers")."""
+
+
+POOLER_ADVICE = (
+    "a transaction-mode connection pooler (PgBouncer, Supavisor, RDS Proxy) seems to be"
+    " between this client and PostgreSQL: pass pooler=True to the Producer, Consumer,"
+    " MultiQueueConsumer's consumers or Ticker (no prepared statements, no session state,"
+    " no LISTEN through the pooler; give listen_dsn= for wakeups), or connect to the"
+    ' server directly; see docs/operations.md, "Poolers"'
+)
+"""What a :class:`PgquePoolerError` says to do (after what the server said)."""
 
 
 class PgqueNotInstalledError(PgqueError):
@@ -223,7 +243,31 @@ _BY_TEXT: tuple[tuple[str, type[PgqueError]], ...] = (
 )
 
 
+def pooler_symptom(exc: BaseException) -> bool:
+    """Whether ``exc`` is what a transaction-mode pooler does to a client that prepares
+    statements: psycopg's prepared statement (``_pg3_<n>``) missing (SQLSTATE 26000) or
+    already there (42P05) on the server session the pooler lent, or one of another
+    client bound with this one's parameters (08P01: a parameter count that differs)."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    text = exc.diag.message_primary or str(exc)
+    if exc.sqlstate in ("26000", "42P05"):
+        return '"_pg3_' in text
+    return exc.sqlstate == "08P01" and "bind message supplies" in text
+
+
+def pooler_error(exc: BaseException) -> PgquePoolerError:
+    """The :class:`PgquePoolerError` for a pooler's symptom ``exc`` (raise it ``from exc``)."""
+    lines = str(exc).strip().splitlines()
+    error = PgquePoolerError(f"{lines[0] if lines else type(exc).__name__}: {POOLER_ADVICE}")
+    if isinstance(exc, psycopg.Error):
+        error.sqlstate = exc.sqlstate
+    return error
+
+
 def _class_for(exc: psycopg.Error) -> tuple[type[PgqueError], str | None]:
+    if pooler_symptom(exc):
+        return PgquePoolerError, None
     if isinstance(exc, psycopg.OperationalError):
         return PgqueConnectionError, None
     detail = exc.diag.message_detail or ""
@@ -252,6 +296,8 @@ def from_database_error(exc: psycopg.Error) -> PgqueError:
     upstream PgQue's message texts; anything else is a plain :class:`PgqueError`.
     """
     cls, code = _class_for(exc)
+    if cls is PgquePoolerError:
+        return pooler_error(exc)
     message = exc.diag.message_primary or str(exc).strip()
     error = cls(message)
     error.sqlstate = exc.sqlstate

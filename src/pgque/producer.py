@@ -17,8 +17,9 @@ and infinities are refused), and a ``str`` is taken as JSON text already, as
 in :class:`~pgque.PgqueClient`, but unchecked: pass objects, or text you know
 to be JSON. :meth:`Producer.send_batch` sends any number of messages in
 one statement (one round trip), with binary parameters and a prepared
-statement where the connection allows it (``prepare_threshold`` not None).
-The checks, encoding and statements are :mod:`pgque._producer_common`'s.
+statement where the connection allows it (``prepare_threshold`` not None),
+except with ``pooler=True`` (a transaction-mode pooler in front: nothing is
+prepared). The checks, encoding and statements are :mod:`pgque._producer_common`'s.
 
 The trace context of the current span (or of the producer's own ``send`` /
 ``create`` span when OpenTelemetry is configured) goes into a free extra
@@ -56,11 +57,17 @@ from pgque._producer_common import (
     encoder,
     extras_columns,
     map_pool_error,
+    misbound,
     place_carriers,
     single_statement,
 )
 from pgque._queries import LiteralString
-from pgque.errors import PgqueConnectionError, PgqueInvalidArgument, from_database_error
+from pgque.errors import (
+    PgqueConnectionError,
+    PgqueInvalidArgument,
+    from_database_error,
+    pooler_error,
+)
 from pgque.otel import Telemetry, telemetry
 from pgque.serializers import JSON, Serializer
 
@@ -94,6 +101,11 @@ class Producer:
             arguments go in ``kwargs``; ``autocommit`` is on unless set).
         tracer_provider: OpenTelemetry tracer provider. Defaults to the global one.
         meter_provider: OpenTelemetry meter provider. Defaults to the global one.
+        pooler: A transaction-mode pooler (PgBouncer, Supavisor, RDS Proxy) is in
+            front: prepare no statement (the pool made from a connection string
+            gets ``prepare_threshold=None``; given connections are sent every
+            statement unprepared). Without it, a pooler's symptoms raise
+            :class:`~pgque.errors.PgquePoolerError`. Defaults to False.
 
     Raises:
         PgqueConnectionError: ``source`` is a connection string and no
@@ -114,7 +126,12 @@ class Producer:
         pool_kwargs: Mapping[str, Any] | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        pooler: bool = False,
     ) -> None:
+        if not isinstance(pooler, bool):
+            raise TypeError(f"pooler must be True or False, got {pooler!r}")
+        #: True when a transaction-mode pooler is in front (nothing is prepared).
+        self.pooler = pooler
         self._encode = encoder(serializer)
         self.serializer = serializer
         self.create_spans = create_spans
@@ -163,6 +180,8 @@ class Producer:
     def _open_pool(self, dsn: str) -> None:
         options = {**POOL_DEFAULTS, **self._pool_kwargs}
         kwargs = {"autocommit": True, **dict(options.pop("kwargs", None) or {})}
+        if self.pooler:
+            kwargs["prepare_threshold"] = None
         try:
             probe = psycopg.Connection.connect(dsn, **kwargs)
         except psycopg.Error as exc:
@@ -213,20 +232,26 @@ class Producer:
         except (PoolTimeout, PoolClosed) as exc:
             raise map_pool_error(exc) from exc
 
-    @staticmethod
     def _value(
+        self,
         conn: psycopg.Connection[Any],
         statement: LiteralString,
         params: Sequence[Any],
         *,
         binary: bool = False,
     ) -> Any:
-        prepare = None if conn.prepare_threshold is None or client_side(conn) else True
+        prepare: bool | None = None
+        if self.pooler:
+            prepare = False
+        elif conn.prepare_threshold is not None and not client_side(conn):
+            prepare = True
         try:
             with conn.cursor(binary=binary) as cur:
                 cur.execute(statement, params, prepare=prepare)
                 row = cur.fetchone()
         except psycopg.Error as exc:
+            if prepare and misbound(exc):
+                raise pooler_error(exc) from exc
             raise from_database_error(exc) from exc
         return None if row is None else row[0]
 
