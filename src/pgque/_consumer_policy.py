@@ -56,6 +56,7 @@ __all__ = [
     "SettleFailures",
     "TickerSwitch",
     "config_unreadable",
+    "connection_lost",
     "describe",
     "is_connection_error",
     "recover",
@@ -199,6 +200,16 @@ def settle_refused(
               name, msg.msg_id, describe(exc))  # fmt: skip
     text = f"nack failed: {describe(exc)}" + (f" (nack reason: {reason})" if reason else "")
     return text.replace("\x00", "")
+
+
+def connection_lost(exc: BaseException | None) -> BaseException:
+    """What ends a batch whose connection broke under a handler (that raised ``exc``):
+    ``exc`` itself when it says so, else a :class:`PgqueConnectionError`. The runner
+    logs it as one warning and reconnects; the server rolled the batch back."""
+    if exc is not None and is_connection_error(exc):
+        return exc
+    cause = f" ({describe(exc)})" if exc is not None else ""
+    return PgqueConnectionError(f"the batch's connection was lost{cause}")
 
 
 def describe(exc: BaseException) -> str:

@@ -502,6 +502,8 @@ class AsyncConsumer(ConsumerSettings):
             raise _BatchAborted
         if self._batch_deadline.passed():
             return Outcome("nack", reason="max_batch_time exceeded")
+        if conn is not None and conn.closed:  # a handler swallowed the lost connection's error
+            raise policy.connection_lost(None)
         spec = self._handler_for(msg)
         if spec is None:
             if self.unknown_handler_policy == "ack":
@@ -535,6 +537,8 @@ class AsyncConsumer(ConsumerSettings):
             raise
         except Exception as exc:
             failed = error_type(exc)
+            if conn is not None and conn.closed:  # the batch is gone: no further handler
+                raise policy.connection_lost(exc) from exc
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
             return Outcome("nack", error=exc)
         finally:
