@@ -12,13 +12,39 @@
 -- This manifest is the only place that decides the order.
 
 -- file: structure/begin.sql
--- Everything runs in one transaction, serialized per database by an
--- advisory lock, so two installers never interleave and a failed install
--- changes nothing.
+-- Everything runs in one transaction, serialized per database, so two
+-- installers never interleave and a failed install changes nothing.
+--
+-- The install serializes on a row of pgque.mutex, locked FOR UPDATE: only
+-- the installing role (the owner) may lock those rows, so no other login can
+-- hold the install up, as it could a well-known advisory lock key
+-- (docs/development.md, "Coordination"). The first install of a database has
+-- no row to lock yet: two of them meet at CREATE SCHEMA, where the second
+-- waits for the first to commit and then finds the schema there.
 begin;
 set local client_min_messages = warning;
--- 1885827445 = 0x70677175, 'pgqu' in ASCII: the install lock of this database.
-do $lock$ begin perform pg_catalog.pg_advisory_xact_lock(1885827445); end $lock$;
+do $lock$
+begin
+    begin
+        create schema pgque;
+    exception when duplicate_schema or unique_violation then
+        null;  -- installed already, or by the install we just waited for
+    end;
+    begin
+        create table pgque.mutex (
+            mutex_name text primary key
+        );
+    exception when duplicate_table or unique_violation then
+        null;
+    end;
+    insert into pgque.mutex (mutex_name) values ('install'), ('queues')
+        on conflict (mutex_name) do nothing;
+    perform 1 from pgque.mutex where mutex_name = 'install' for update;
+    -- Queue DDL (create_queue, drop_queue) rewrites the routers the install
+    -- rewrites too: both take this row first, so they never deadlock.
+    perform 1 from pgque.mutex where mutex_name = 'queues' for update;
+end
+$lock$;
 
 -- file: structure/roles.sql
 -- The three NOLOGIN roles pgque grants to. Roles are cluster-wide, so two
@@ -285,6 +311,35 @@ create table if not exists pgque.config (
 );
 insert into pgque.config (singleton) values (true) on conflict do nothing;
 
+-- Coordination (docs/development.md, "Coordination"). pgque's sessions
+-- serialize on rows of its own tables, locked FOR UPDATE, which takes the
+-- UPDATE privilege no pgque role holds: no other login can take these
+-- locks, as it could an advisory lock key. pgque.mutex (begin.sql) holds
+-- the install's and the queue DDL's rows.
+
+-- One row per queue: the lock every tick of the queue takes first (_tick).
+create table if not exists pgque.tick_lock (
+    tl_queue integer primary key references pgque.queue (queue_id) on delete cascade
+);
+insert into pgque.tick_lock (tl_queue)
+select queue_id from pgque.queue
+on conflict (tl_queue) do nothing;
+
+-- The ticker lease: who leads ticking (the SDK Ticker, ticker_loop, a
+-- scheduler job) until when. A leader renews it as it ticks; one that
+-- vanishes, or sits idle in a pooled session, loses it when it expires.
+create table if not exists pgque.ticker_leader (
+    singleton        boolean primary key default true check (singleton),
+    holder           text,
+    pid              integer,
+    application_name text,
+    client_addr      inet,
+    since            timestamptz,
+    renewed          timestamptz,
+    expires          timestamptz not null default '-infinity'
+);
+insert into pgque.ticker_leader (singleton) values (true) on conflict do nothing;
+
 -- file: structure/upgrade.sql
 -- In-place upgrades. The install file runs over any earlier pgque: tables
 -- are created only when missing (tables.sql), and upgrade_schema() brings
@@ -535,6 +590,25 @@ as $$
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
 
+-- Internal: waits for a row of pgque.mutex ('install', 'queues'), held until
+-- commit. A row lock on pgque's own table: no other login can take it, as it
+-- could an advisory lock key (docs/development.md, "Coordination").
+create or replace function pgque._lock_mutex(i_name text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform 1 from pgque.mutex where mutex_name = i_name for update;
+    if not found then
+        raise exception 'pgque.mutex has no row %: install pgque again', i_name
+            using detail = 'pgque:invalid_state';
+    end if;
+end
+$$;
+comment on function pgque._lock_mutex(text) is
+    'Internal: locks a row of pgque.mutex (the install''s, or the queue DDL''s) until commit.';
+
 -- file: functions/queue_admin.sql
 -- Creating, configuring and dropping queues.
 
@@ -675,6 +749,9 @@ declare
     i integer;
 begin
     perform pgque._check_queue_name(i_queue_name);
+    -- Queue DDL and the install take this first, so they never deadlock
+    -- (each rewrites the routers).
+    perform pgque._lock_mutex('queues');
 
     -- A concurrent create of the same name waits here and then sees the row.
     -- The object names follow from the id (a CHECK constraint holds them to it).
@@ -687,6 +764,7 @@ begin
     if not found then
         return 0;
     end if;
+    insert into pgque.tick_lock (tl_queue) values (v_id);
 
     execute pg_catalog.format('create sequence pgque.%I', v_base || '_id_seq');
     execute pg_catalog.format('create sequence pgque.%I', v_base || '_tick_seq');
@@ -780,6 +858,13 @@ begin
     if x_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
     end if;
+    -- First, as create_queue and the install do (they never deadlock).
+    perform pgque._lock_mutex('queues');
+    -- The queue's tick lock before its row, in _tick()'s order (a tick locks
+    -- pgque.tick_lock, then its insert key-shares the queue row).
+    perform 1 from pgque.tick_lock
+     where tl_queue = (select queue_id from pgque.queue where queue_name = x_queue_name)
+       for update;
     select * into q from pgque.queue where queue_name = x_queue_name for update;
     if not found then
         raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
@@ -1289,20 +1374,6 @@ as $$
         (pgque._router_kind(i_kind)).args)
 $$;
 
--- Internal: the advisory lock key (tick lock class) of a router's writers:
--- leaf k, middle router m, or the tops. Queue ids are positive, so the
--- negative keys are the routers' own.
-create or replace function pgque._router_lock_key(i_level text, i_index integer)
-returns integer
-language sql immutable
-as $$
-    select case i_level
-           when 'leaf' then -1 - i_index
-           when 'middle' then -1 - pgque._router_fanout() * pgque._router_fanout() - i_index
-           else -1 - pgque._router_fanout() * pgque._router_fanout() - pgque._router_fanout()
-           end
-$$;
-
 -- Internal: writes the top router of a kind with a branch for every middle
 -- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
@@ -1314,10 +1385,8 @@ declare
     v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
     v_middles integer[];
 begin
-    -- One writer at a time; after the lock, the middle routers other
-    -- writers committed are visible.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-                                             pgque._router_lock_key('top', 0));
+    -- Its callers hold the 'queues' mutex (_update_router, the install): one
+    -- writer at a time, which sees the middle routers the previous one wrote.
     v_middles := array(
         select substring(p.proname from '_m([0-9]+)$')::integer as m
           from pg_catalog.pg_proc p
@@ -1345,8 +1414,6 @@ declare
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
 begin
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-                                             pgque._router_lock_key('middle', i_middle));
     if exists (select 1 from pg_catalog.pg_proc
                 where pronamespace = 'pgque'::regnamespace and proname = v_name) then
         return;
@@ -1406,10 +1473,10 @@ declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
 begin
-    -- One writer per leaf at a time; the statements after the lock see the
-    -- queues the previous writer committed.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-                                             pgque._router_lock_key('leaf', v_leaf));
+    -- One writer at a time (create_queue and drop_queue took it first, and
+    -- the install holds it); the statements after the lock see the queues
+    -- the previous writer committed.
+    perform pgque._lock_mutex('queues');
     perform pgque._write_batch_reader(v_leaf);
     if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
         return;  -- beyond the insert routers' tree: their dynamic path
@@ -1599,18 +1666,13 @@ comment on function pgque.current_event_table(text) is
 --
 -- A tick stores the snapshot of the statement that inserts it. Consecutive
 -- ticks of a queue cut batches, so their snapshots must never go backwards:
--- every tick of a queue is inserted by _tick(), which first takes the
--- queue's tick lock and only then, in a later statement, reads the latest
--- tick and inserts the new one. In READ COMMITTED that statement's snapshot
--- is taken after the lock, so it sees the previous tick's commit. Racing
--- callers from several sessions therefore queue up and never duplicate or
--- reorder ticks.
-
--- Internal: the advisory lock class of per-queue tick locks (key 2 = queue_id).
-create or replace function pgque._tick_lock_class()
-returns integer
-language sql immutable
-as $$ select 1885827446 $$;
+-- every tick of a queue is inserted by _tick(), which first locks the
+-- queue's row of pgque.tick_lock and only then, in a later statement, reads
+-- the latest tick and inserts the new one. In READ COMMITTED that statement's
+-- snapshot is taken after the lock, so it sees the previous tick's commit.
+-- Racing callers from several sessions therefore queue up and never
+-- duplicate or reorder ticks. The lock is a row lock on a table of pgque's
+-- own, which no other login can take (docs/development.md, "Coordination").
 
 create or replace function pgque._require_read_committed(i_caller text)
 returns void
@@ -1645,7 +1707,11 @@ declare
     v_tick_id bigint;
 begin
     perform pgque._require_read_committed('pgque.ticker');
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), i_queue_id);
+    -- The queue's tick lock, held until commit.
+    perform 1 from pgque.tick_lock where tl_queue = i_queue_id for update;
+    if not found then
+        return null;  -- dropped while we waited for the lock
+    end if;
 
     -- From here on every statement sees the ticks committed before the lock.
     select * into q from pgque.queue where queue_id = i_queue_id;
@@ -1832,7 +1898,10 @@ begin
             i_queue_name using detail = 'pgque:not_external_ticker';
     end if;
 
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), q.queue_id);
+    perform 1 from pgque.tick_lock where tl_queue = q.queue_id for update;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
     select * into v_last from pgque.tick
      where tick_queue = q.queue_id order by tick_id desc limit 1;
     if v_last.tick_id is not null then
@@ -1997,31 +2066,71 @@ begin
 end
 $$;
 
+-- Internal: refuses a consumer name of pgque's own: one with '#' (a partition
+-- slot's subscription is named '<consumer>#<slot>/<n>', see partition.sql).
+-- The public functions that register, open, close or move a consumer call
+-- it; pgque's own code reaches its subscriptions through the internal
+-- functions (_register_consumer_at, _next_batch_custom, _finish_batch ...).
+-- A slot's name with i_hint (what to use instead) is partition_slot; any
+-- other name with '#', or a slot's with a NULL hint, is invalid_argument.
+create or replace function pgque._refuse_reserved_name(i_consumer text, i_hint text)
+returns void
+language plpgsql
+as $$
+begin
+    if coalesce(pg_catalog.strpos(i_consumer, '#'), 0) = 0 then
+        return;
+    elsif i_hint is not null and pgque._is_slot_consumer(i_consumer) then
+        raise exception 'consumer % is a partition slot consumer; %', i_consumer, i_hint
+            using detail = 'pgque:partition_slot';
+    end if;
+    raise exception 'consumer name must not contain the reserved character #: %', i_consumer
+        using detail = 'pgque:invalid_argument',
+              hint = 'Names with # are reserved for the subscriptions of partition slots.';
+end
+$$;
+
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
 returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
+begin
+    -- A missing queue is reported first, as before names were checked.
+    perform pgque._registration_queue(x_queue_name, false);
+    perform pgque._refuse_reserved_name(x_consumer_name, null);
+    return pgque._register_consumer_at(x_queue_name, x_consumer_name, x_tick_pos);
+end
+$$;
+comment on function pgque.register_consumer_at(text, text, bigint) is
+    'Subscribes a consumer at the given tick, or moves an existing one there (dropping its open batch). Returns 1 when new, else 0.';
+
+-- Internal: register_consumer_at for any name, pgque's own (a slot's) too.
+create or replace function pgque._register_consumer_at(
+    i_queue text, i_consumer text, i_tick_pos bigint)
+returns integer
+language plpgsql
+as $$
 declare
     v_queue_id integer;
     v_co_id integer;
     v_tick_id bigint;
 begin
-    v_queue_id := pgque._registration_queue(x_queue_name, false);
-    if coalesce(x_consumer_name, '') = '' then
+    v_queue_id := pgque._registration_queue(i_queue, false);
+    if coalesce(i_consumer, '') = '' then
         raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
 
     -- The consumer row is locked, so an unregister elsewhere cannot delete it
     -- under us and two registrations of one name run one after the other.
-    insert into pgque.consumer (co_name) values (x_consumer_name) on conflict (co_name) do nothing;
-    select co_id into v_co_id from pgque.consumer where co_name = x_consumer_name for update;
+    insert into pgque.consumer (co_name) values (i_consumer) on conflict (co_name) do nothing;
+    select co_id into v_co_id from pgque.consumer where co_name = i_consumer for update;
 
-    if x_tick_pos is not null then
-        perform 1 from pgque.tick where tick_queue = v_queue_id and tick_id = x_tick_pos;
+    if i_tick_pos is not null then
+        perform 1 from pgque.tick where tick_queue = v_queue_id and tick_id = i_tick_pos;
         if not found then
-            raise exception 'cannot reposition, tick not found: %', x_tick_pos
+            raise exception 'cannot reposition, tick not found: %', i_tick_pos
                 using detail = 'pgque:tick_not_found';
         end if;
     end if;
@@ -2029,17 +2138,17 @@ begin
     perform 1 from pgque.subscription
      where sub_queue = v_queue_id and sub_consumer = v_co_id for update;
     if found then
-        if x_tick_pos is not null then
+        if i_tick_pos is not null then
             -- Repositioning drops the open batch, if any.
             update pgque.subscription
-               set sub_last_tick = x_tick_pos, sub_batch = null, sub_next_tick = null,
+               set sub_last_tick = i_tick_pos, sub_batch = null, sub_next_tick = null,
                    sub_active = pg_catalog.now()
              where sub_queue = v_queue_id and sub_consumer = v_co_id;
         end if;
         return 0;
     end if;
 
-    if x_tick_pos is null then
+    if i_tick_pos is null then
         select tick_id into v_tick_id from pgque.tick
          where tick_queue = v_queue_id order by tick_id desc limit 1;
         if not found then
@@ -2047,18 +2156,16 @@ begin
                 using detail = 'pgque:no_ticks';
         end if;
     else
-        v_tick_id := x_tick_pos;
+        v_tick_id := i_tick_pos;
     end if;
 
     insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
     values (v_queue_id, v_co_id, v_tick_id);
     perform pgque.log_event('info', 'consumer', 'registered', pg_catalog.jsonb_build_object(
-        'queue', x_queue_name, 'consumer', x_consumer_name, 'tick', v_tick_id));
+        'queue', i_queue, 'consumer', i_consumer, 'tick', v_tick_id));
     return 1;
 end
 $$;
-comment on function pgque.register_consumer_at(text, text, bigint) is
-    'Subscribes a consumer at the given tick, or moves an existing one there (dropping its open batch). Returns 1 when new, else 0.';
 
 create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
 returns integer
@@ -2078,13 +2185,46 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    v_slot text[];
+begin
+    -- A partition slot's subscription goes as unsubscribe_slot removes it,
+    -- with its lease row (drop_queue's force path comes here too). Names
+    -- with '#' that are no slot's (earlier versions let register_consumer
+    -- make them) can still be removed.
+    if pgque._is_slot_consumer(x_consumer_name) then
+        v_slot := pg_catalog.regexp_match(x_consumer_name, '^(.*)#([0-9]+)/([0-9]+)$');
+        perform 1
+           from pgque.queue q
+           join pgque.partition_slot ps on ps.queue_id = q.queue_id
+           join pgque.partition_consumer pc on pc.queue_id = ps.queue_id and pc.co_name = ps.co_name
+           join pgque.subscription s on s.sub_queue = q.queue_id
+           join pgque.consumer c on c.co_id = s.sub_consumer
+          where q.queue_name = x_queue_name and c.co_name = x_consumer_name
+            and ps.co_name = v_slot[1] and ps.slot::text = v_slot[2] and pc.n::text = v_slot[3];
+        if found then
+            perform pgque.unsubscribe_slot(x_queue_name, v_slot[1], v_slot[2]::integer);
+            return 1;
+        end if;
+    end if;
+    return pgque._unregister_consumer(x_queue_name, x_consumer_name);
+end
+$$;
+comment on function pgque.unregister_consumer(text, text) is
+    'Removes a subscription and its pending retries (a partition slot''s as unsubscribe_slot does). Returns 1, or 0 when it did not exist.';
+
+-- Internal: unregister_consumer for any name, a slot's subscription alone too.
+create or replace function pgque._unregister_consumer(i_queue text, i_consumer text)
+returns integer
+language plpgsql
+as $$
+declare
     v_sub record;
 begin
     select s.sub_id, s.sub_queue, s.sub_consumer, s.sub_role into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
-     where q.queue_name = x_queue_name and c.co_name = x_consumer_name
+     where q.queue_name = i_queue and c.co_name = i_consumer
        for update of s, c;
     if not found then
         return 0;
@@ -2095,8 +2235,8 @@ begin
     elsif v_sub.sub_role = 'coop_member' then
         -- Retries belong to the whole group (shared sub_id): keep them.
         return pgque.unregister_subconsumer(
-            x_queue_name, pg_catalog.split_part(x_consumer_name, '.', 1),
-            pg_catalog.substr(x_consumer_name, pg_catalog.strpos(x_consumer_name, '.') + 1), 0);
+            i_queue, pg_catalog.split_part(i_consumer, '.', 1),
+            pg_catalog.substr(i_consumer, pg_catalog.strpos(i_consumer, '.') + 1), 0);
     end if;
 
     -- Pending retries belong to this registration only.
@@ -2107,12 +2247,10 @@ begin
      where c.co_id = v_sub.sub_consumer
        and not exists (select 1 from pgque.subscription s where s.sub_consumer = c.co_id);
     perform pgque.log_event('info', 'consumer', 'unregistered', pg_catalog.jsonb_build_object(
-        'queue', x_queue_name, 'consumer', x_consumer_name));
+        'queue', i_queue, 'consumer', i_consumer));
     return 1;
 end
 $$;
-comment on function pgque.unregister_consumer(text, text) is
-    'Removes a subscription and its pending retries. Returns 1, or 0 when it did not exist.';
 
 -- file: functions/batch.sql
 -- Batches: opening, reading and finishing them.
@@ -2173,6 +2311,30 @@ comment on function pgque.find_tick_helper(int4, int8, timestamptz, int8, int8, 
     'Finds the end tick of a batch from the given position under min_count / min_interval.';
 
 create or replace function pgque.next_batch_custom(
+    i_queue_name text, i_consumer_name text,
+    i_min_lag interval, i_min_count int4, i_min_interval interval,
+    out batch_id bigint,
+    out cur_tick_id bigint, out prev_tick_id bigint,
+    out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+    out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+as $$
+begin
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
+    end if;
+    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
+                  cur_tick_event_seq, prev_tick_event_seq
+      from pgque._next_batch_custom(i_queue_name, i_consumer_name,
+                                    i_min_lag, i_min_count, i_min_interval);
+end
+$$ language plpgsql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
+    'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
+
+-- Internal: next_batch_custom for any consumer, a partition slot's too
+-- (receive_partitioned), the body of the legacy next_batch forms.
+create or replace function pgque._next_batch_custom(
     i_queue_name text, i_consumer_name text,
     i_min_lag interval, i_min_count int4, i_min_interval interval,
     out batch_id bigint,
@@ -2286,11 +2448,8 @@ begin
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
 $$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp
    -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
    set enable_seqscan = off set enable_bitmapscan = off set jit = off;
-comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
-    'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
 
 create or replace function pgque.next_batch_info(
     i_queue_name text, i_consumer_name text,
@@ -2300,9 +2459,12 @@ create or replace function pgque.next_batch_info(
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
 as $$
 begin
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
+    end if;
     select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
                   cur_tick_event_seq, prev_tick_event_seq
-      from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
+      from pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
 end
 $$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
@@ -2313,7 +2475,10 @@ create or replace function pgque.next_batch(i_queue_name text, i_consumer_name t
 returns bigint
 as $$
 begin
-    return (pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
+    end if;
+    return (pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
 end
 $$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
@@ -2337,6 +2502,10 @@ declare
     v_dead record;
     v_next record;
 begin
+    if pg_catalog.strpos(v_member_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer, null);
+        perform pgque._refuse_reserved_name(i_subconsumer, null);
+    end if;
     if i_dead_interval < interval '0' then
         raise exception 'dead_interval must be a non-negative interval or NULL, got % (consumer % on queue %)',
             i_dead_interval, v_member_name, i_queue using detail = 'pgque:invalid_argument';
@@ -2650,8 +2819,10 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
-    a record := pgque._batch_read_args(x_batch_id);
+    a record;
 begin
+    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.receive_partitioned()');
+    a := pgque._batch_read_args(x_batch_id);
     -- Through the batch readers (batch_reader.sql): cached plans.
     if a.merge then
         return query
@@ -2676,6 +2847,34 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
+    -- The usual batch in one statement, as ack (keep the two alike): not a
+    -- partition slot's (ack_partitioned closes those, under the slot's
+    -- lease), not a cooperative main's.
+    update pgque.subscription s
+       set sub_active = pg_catalog.now(),
+           sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
+           sub_next_tick = null, sub_batch = null
+      from pgque.consumer c
+     where s.sub_batch = x_batch_id and s.sub_role <> 'coop_main'
+       and c.co_id = s.sub_consumer and not pgque._is_slot_consumer(c.co_name);
+    if found then
+        return 1;
+    end if;
+    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.ack_partitioned()');
+    return pgque._finish_batch(x_batch_id);
+end
+$$;
+comment on function pgque.finish_batch(bigint) is
+    'Closes the batch and moves the consumer to its end tick. Returns 1, or 0 with a WARNING when the batch is not open.';
+
+-- Internal: finish_batch for any batch, a partition slot's too.
+create or replace function pgque._finish_batch(i_batch_id bigint)
+returns integer
+language plpgsql
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
+as $$
+begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
     -- (ack closes the usual batch the same way itself: keep the two alike.)
@@ -2683,21 +2882,19 @@ begin
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
            sub_next_tick = null, sub_batch = null
-     where sub_batch = x_batch_id and sub_role <> 'coop_main';
+     where sub_batch = i_batch_id and sub_role <> 'coop_main';
     if not found then
-        if exists (select 1 from pgque.subscription where sub_batch = x_batch_id) then
+        if exists (select 1 from pgque.subscription where sub_batch = i_batch_id) then
             raise exception 'cannot finish cooperative main consumer batch % as normal active consumer',
-                x_batch_id using detail = 'pgque:cooperative_consumer';
+                i_batch_id using detail = 'pgque:cooperative_consumer';
         end if;
         -- Finishing twice is not an error.
-        raise warning 'finish_batch: batch % not found', x_batch_id;
+        raise warning 'finish_batch: batch % not found', i_batch_id;
         return 0;
     end if;
     return 1;
 end
 $$;
-comment on function pgque.finish_batch(bigint) is
-    'Closes the batch and moves the consumer to its end tick. Returns 1, or 0 with a WARNING when the batch is not open.';
 
 create or replace function pgque.get_batch_info(
     x_batch_id bigint,
@@ -3008,6 +3205,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()');
     perform 1 from pgque.subscription where sub_batch = x_batch_id;
     if found then
         if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
@@ -3045,6 +3243,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()');
     perform 1 from pgque.subscription where sub_batch = i_batch_id;
     if not found then
         raise exception 'batch_retry: batch % not found', i_batch_id
@@ -3070,6 +3269,7 @@ declare
     v_sub record;
     v_ev_id bigint;
 begin
+    perform pgque._refuse_reserved_name(x_consumer, null);
     select s.sub_id, s.sub_queue, q.queue_event_seq into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
@@ -4067,11 +4267,8 @@ begin
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
     perform pgque._registration_queue(queue, true);
-    if pg_catalog.strpos(consumer, '#') > 0 then
-        raise exception 'consumer name must not contain the reserved character #: %', consumer
-            using detail = 'pgque:invalid_argument';
-    end if;
-    return pgque.register_consumer_at(queue, consumer, null);
+    perform pgque._refuse_reserved_name(consumer, null);
+    return pgque._register_consumer_at(queue, consumer, null);
 end
 $$;
 comment on function pgque.subscribe(text, text) is
@@ -4113,7 +4310,7 @@ declare
 begin
     loop
         if i_subconsumer is null then
-            v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+            v_batch_id := (pgque._next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
         else
             v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer,
                                                    null, null, null, i_dead_interval)).batch_id;
@@ -4140,7 +4337,7 @@ begin
         if v_returned > 0 then
             return;
         end if;
-        perform pgque.finish_batch(v_batch_id);
+        perform pgque._finish_batch(v_batch_id);
         v_windows := v_windows + 1;
         exit when v_windows >= 100;
     end loop;
@@ -4158,9 +4355,8 @@ begin
         raise exception 'pgque.receive: max_return must be >= 1, got %',
             coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    if pgque._is_slot_consumer(i_consumer) then
-        raise exception 'consumer % is a partition slot consumer; use pgque.receive_partitioned()',
-            i_consumer using detail = 'pgque:partition_slot';
+    if pg_catalog.strpos(i_consumer, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer, 'use pgque.receive_partitioned()');
     end if;
     -- A missing queue is reported as such, not as a missing subscription.
     if i_queue = '' then
@@ -4185,8 +4381,8 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
-    -- The usual batch in one statement, closed as finish_batch closes it
-    -- (keep the two alike): not a partition slot's, not a cooperative main's.
+    -- The usual batch in one statement, as finish_batch (keep the two
+    -- alike): not a partition slot's, not a cooperative main's.
     update pgque.subscription s
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
@@ -4197,15 +4393,17 @@ begin
     if found then
         return 1;
     end if;
-    -- A slot's batch is refused; finish_batch says what else it is.
+    -- A slot's batch is refused; _finish_batch says what else it is.
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
-    return pgque.finish_batch(i_batch_id);
+    return pgque._finish_batch(i_batch_id);
 end
 $$;
 comment on function pgque.ack(bigint) is
     'Finishes the whole batch (every message in it, returned or not). Returns 1, or 0 with a WARNING when it is not open.';
 
--- Internal: the modern ack/nack leave partition slots' batches to the slot API.
+-- Internal: the public functions taking a batch id (ack, nack, finish_batch,
+-- event_retry, get_batch_events ...) leave a partition slot's batch to the
+-- slot functions, which check the caller holds the slot's lease.
 create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
 returns void
 language plpgsql
@@ -4378,6 +4576,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.dead_letter_partitioned()');
     return pgque._dead_letter(
         i_batch_id,
         row(i_event_id, i_ev_time, i_ev_txid, null, i_ev_retry, i_ev_type, i_ev_data,
@@ -4647,6 +4846,9 @@ declare
     v_created integer := 0;
 begin
     perform pgque._registration_queue(i_queue, true);
+    -- A group of a reserved name could take a partition slot's subscription over.
+    perform pgque._refuse_reserved_name(i_consumer, null);
+    perform pgque._refuse_reserved_name(i_subconsumer, null);
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_role, s.sub_batch into v_main
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
@@ -5020,7 +5222,10 @@ comment on function pgque.maint_idem() is
 -- key's messages stay in order within one slot. A worker holds a slot by a
 -- lease kept in pgque.partition_slot (owner, expiry, fencing epoch), so it
 -- works through transaction-mode poolers; every slot call renews the lease
--- and refuses anyone else.
+-- and refuses anyone else. Names with '#' are pgque's: every public function
+-- that registers, opens, closes or moves a consumer, or a batch's events,
+-- refuses a slot's subscription (_refuse_reserved_name, _refuse_slot_batch),
+-- and the slot functions reach it through the internal ones.
 --
 -- send() with a partition key is in send.sql, with the other overloads.
 
@@ -5124,10 +5329,7 @@ begin
     if coalesce(i_consumer, '') = '' then
         raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
-    if pg_catalog.strpos(i_consumer, '#') > 0 then
-        raise exception 'consumer name must not contain the reserved character #: %', i_consumer
-            using detail = 'pgque:invalid_argument';
-    end if;
+    perform pgque._refuse_reserved_name(i_consumer, null);
     if i_n is null or i_n < 1 then
         raise exception 'slot count must be >= 1, got % (consumer % on queue %)',
             coalesce(i_n::text, 'NULL'), i_consumer, i_queue using detail = 'pgque:invalid_argument';
@@ -5146,7 +5348,7 @@ begin
             i_consumer, i_queue, v_n, i_n using detail = 'pgque:invalid_argument';
     end if;
     perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
-    perform pgque.register_consumer_at(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n), null);
+    perform pgque._register_consumer_at(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n), null);
     insert into pgque.partition_slot (queue_id, co_name, slot)
     values (v_queue_id, i_consumer, i_slot)
     on conflict do nothing;
@@ -5173,7 +5375,7 @@ begin
         return;
     end if;
     perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
-    perform pgque.unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
+    perform pgque._unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
     delete from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     -- The last slot gone: the slot count is no longer pinned.
@@ -5337,7 +5539,7 @@ begin
     if v_batch_id is null then
         return 0;
     end if;
-    return pgque.finish_batch(v_batch_id);
+    return pgque._finish_batch(v_batch_id);
 end
 $$;
 comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
@@ -5389,22 +5591,126 @@ comment on function pgque.dead_letter_partitioned(text, text, integer, integer, 
 --
 -- Without a scheduler nothing ticks: pgque.start() schedules the jobs in
 -- pg_cron, pgque.start_timetable() in pg_timetable; pgque.stop() removes
--- them. Every ticker (the loop here, the SDK's Ticker, `pgque ticker`) takes
--- the ticker lock, pgque.ticker_lock_key(), and idles while another
--- session holds it, so two schedulers or a scheduler and a manual ticker
--- never tick side by side.
+-- them. Every ticker (the loop here, the SDK's Ticker, `pgque ticker`) leads
+-- through the ticker lease, pgque.ticker_lead(), and idles while another
+-- holds it, so two schedulers or a scheduler and a manual ticker never tick
+-- side by side; a leader that vanishes loses the lease when it expires.
 
 create or replace function pgque.ticker_lock_key()
 returns bigint
 language sql immutable
 set search_path = pgque, pg_catalog, pg_temp
 as $$
-    -- 0x70677174, 'pgqt' in ASCII: next to the install lock 'pgqu'
-    -- (1885827445), and not the per-queue tick lock class (1885827446).
+    -- 0x70677174, 'pgqt' in ASCII. Kept for callers of earlier versions.
     select 1885827444::bigint
 $$;
 comment on function pgque.ticker_lock_key() is
-    'The per-database advisory lock every pgque ticker holds while it ticks: take it with pg_try_advisory_lock(pgque.ticker_lock_key()) and idle while another session has it.';
+    'Deprecated: the advisory lock key pgque tickers held before the ticker lease (ticker_lead); no pgque ticker takes it any more.';
+
+-- Internal: the longest and shortest lease ticker_lead() grants.
+create or replace function pgque._check_ticker_lease(i_holder text, i_lease interval)
+returns void
+language plpgsql immutable
+as $$
+begin
+    if i_holder is null or i_holder = '' or pg_catalog.length(i_holder) > 200 then
+        raise exception 'ticker lease: the holder must be a non-empty text of at most 200 characters, got %',
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(i_holder, 40)), 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_lease is null or i_lease < interval '50 milliseconds' or i_lease > interval '1 hour' then
+        raise exception 'ticker lease: the lease must be between 50 ms and 1 hour, got %',
+            coalesce(i_lease::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+end
+$$;
+
+create or replace function pgque.ticker_lead(i_holder text, i_lease interval default '2 seconds')
+returns boolean
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    l pgque.ticker_leader%rowtype;
+begin
+    perform pgque._check_ticker_lease(i_holder, i_lease);
+    select * into l from pgque.ticker_leader;
+    if l.holder is not distinct from i_holder and l.expires - v_now > i_lease / 2 then
+        return true;  -- leading, renewed recently: nothing to write
+    end if;
+    if l.holder is distinct from i_holder and l.expires > v_now then
+        return false;  -- another ticker leads
+    end if;
+    -- Never wait: a row another ticker is updating right now is left to it.
+    perform 1 from pgque.ticker_leader for update skip locked;
+    if not found then
+        return l.holder is not distinct from i_holder and l.expires > v_now;
+    end if;
+    select * into l from pgque.ticker_leader;  -- as of the lock
+    v_now := pg_catalog.clock_timestamp();
+    if l.holder is distinct from i_holder and l.expires > v_now then
+        return false;
+    end if;
+    update pgque.ticker_leader
+       set holder = i_holder,
+           since = case when l.holder is not distinct from i_holder and l.expires > v_now
+                        then l.since else v_now end,
+           pid = pg_catalog.pg_backend_pid(),
+           application_name = pg_catalog.current_setting('application_name'),
+           client_addr = pg_catalog.inet_client_addr(),
+           renewed = v_now,
+           expires = v_now + i_lease;
+    if l.holder is distinct from i_holder and l.expires > '-infinity' then
+        -- Taken over from a leader that did not resign (ticker_resign), but
+        -- vanished or stalled: worth a line in the log.
+        perform pgque.log_event('warning', 'ticker', 'took over an expired lease', pg_catalog.jsonb_build_object(
+            'application_name', pg_catalog.current_setting('application_name'),
+            'pid', pg_catalog.pg_backend_pid(),
+            'previous_application_name', l.application_name, 'previous_pid', l.pid,
+            'previous_expired', l.expires));
+    end if;
+    return true;
+end
+$$;
+comment on function pgque.ticker_lead(text, interval) is
+    'Takes or renews the ticker lease for i_holder (a token unique to one ticker) for i_lease (50 ms to 1 h); true while i_holder leads, false while another unexpired holder does. Never waits on a lock. Call again before half the lease has passed.';
+
+create or replace function pgque.ticker_resign(i_holder text)
+returns boolean
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque._check_ticker_lease(i_holder, interval '1 second');
+    update pgque.ticker_leader
+       set expires = '-infinity', renewed = pg_catalog.clock_timestamp()
+     where holder = i_holder and expires > pg_catalog.clock_timestamp();
+    if not found then
+        return false;
+    end if;
+    -- Standing-by tickers LISTEN here and take over at once.
+    perform pg_catalog.pg_notify('pgque_ticker_resign', '');
+    return true;
+end
+$$;
+comment on function pgque.ticker_resign(text) is
+    'Gives up the ticker lease if i_holder holds it (and NOTIFYs pgque_ticker_resign so a standby takes over at once); true when it did.';
+
+create or replace function pgque.ticker_leader(
+    out application_name text, out pid integer, out client_addr inet,
+    out since timestamptz, out renewed timestamptz, out expires timestamptz,
+    out active boolean)
+returns record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select l.application_name, l.pid, l.client_addr, l.since, l.renewed, l.expires,
+           l.expires > pg_catalog.clock_timestamp()
+      from pgque.ticker_leader l
+$$;
+comment on function pgque.ticker_leader() is
+    'Who leads ticking (the ticker lease): the holder''s application_name, pid and client address when it last renewed, since when it leads, until when, and whether the lease is active.';
 
 create or replace function pgque.xmin_horizon()
 returns text
@@ -5474,13 +5780,15 @@ create or replace procedure pgque.ticker_loop_for(i_seconds integer)
 language plpgsql
 as $$
 declare
-    v_key constant bigint := pgque.ticker_lock_key();
+    -- This run's token in the ticker lease.
+    v_holder constant pg_catalog.text :=
+        'ticker_loop ' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::pg_catalog.text;
     v_start constant pg_catalog.timestamptz := pg_catalog.clock_timestamp();
     v_end pg_catalog.timestamptz;
     v_next pg_catalog.timestamptz;
     v_round_start pg_catalog.timestamptz;
     v_not_before pg_catalog.timestamptz;
-    v_have_lock boolean;
+    v_leading boolean := false;
     v_rounds integer := 0;
     v_failures integer := 0;
     v_last_error pg_catalog.text;
@@ -5493,30 +5801,20 @@ begin
     v_end := v_start OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => i_seconds);
     v_next := v_start;
     -- Inside a transaction block this fails at once (invalid transaction
-    -- termination), before the session lock below is taken.
+    -- termination), before the lease below is taken.
     commit;
 
-    -- A loop of this session that failed half-way may have left the lock
-    -- taken: reuse it instead of taking it a second time (which would need
-    -- two unlocks).
-    v_have_lock := pgque._holds_ticker_lock();
-
     loop
-        -- Another ticker holds the lock: idle, and try again next round.
-        if not v_have_lock then
-            v_have_lock := pg_catalog.pg_try_advisory_lock(v_key);
-        end if;
+        -- Another ticker leads: idle, and try again next round. A loop that
+        -- is cancelled (stop(), statement_timeout, Ctrl-C) cannot resign:
+        -- its lease runs out within ticker_lead's 2 s.
+        v_leading := pgque.ticker_lead(v_holder);
         v_round_start := pg_catalog.clock_timestamp();
-        if v_have_lock then
+        if v_leading then
             v_rounds := v_rounds OPERATOR(pg_catalog.+) 1;
             begin
                 perform pgque.ticker();
-            exception when query_canceled then
-                -- Cancelled (stop(), statement_timeout, Ctrl-C): the session
-                -- may live on, so give the lock back before leaving.
-                perform pg_catalog.pg_advisory_unlock(v_key);
-                raise;
-            when others then
+            exception when others then  -- never query_canceled: a cancel ends the loop
                 -- Keep ticking through a transient error; report it at the end.
                 v_failures := v_failures OPERATOR(pg_catalog.+) 1;
                 v_last_error := sqlerrm;
@@ -5538,21 +5836,16 @@ begin
                 OPERATOR(pg_catalog.*) 9::pg_catalog.float8);
         v_next := pgque._ticker_next_slot(v_next, v_not_before);
         exit when v_next OPERATOR(pg_catalog.>=) v_end;
-        begin
-            perform pg_catalog.pg_sleep(pg_catalog.date_part('epoch',
-                v_next OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
-        exception when query_canceled then
-            if v_have_lock then
-                perform pg_catalog.pg_advisory_unlock(v_key);
-            end if;
-            raise;
-        end;
+        perform pg_catalog.pg_sleep(pg_catalog.date_part('epoch',
+            v_next OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
         -- The next tick's transaction, whose start is its tick_time, begins now.
         commit;
     end loop;
 
-    if v_have_lock then
-        perform pg_catalog.pg_advisory_unlock(v_key);
+    if v_leading then
+        -- The next run (pg_cron's, a second later) or a standby takes over at once.
+        perform pgque.ticker_resign(v_holder);
+        commit;
     end if;
     if v_failures OPERATOR(pg_catalog.>) 0 then
         -- Everything ticked so far is committed; this marks the run failed.
@@ -5562,7 +5855,7 @@ begin
 end
 $$;
 comment on procedure pgque.ticker_loop_for(integer) is
-    'CALL outside a transaction block: runs ticker() every tick_period_ms for i_seconds (1..3600), committing after each, while holding the ticker lock (idles while another ticker holds it).';
+    'CALL outside a transaction block: runs ticker() every tick_period_ms for i_seconds (1..3600), committing after each, while it leads through the ticker lease (ticker_lead; idles while another ticker leads).';
 
 create or replace procedure pgque.ticker_loop()
 language plpgsql
@@ -5573,22 +5866,6 @@ end
 $$;
 comment on procedure pgque.ticker_loop() is
     'CALL outside a transaction block: 1000 / tick_period_ms calls of ticker() within about one second, committing after each (what the pg_cron ticker job runs every second).';
-
--- Internal: whether this session holds the ticker lock already.
-create or replace function pgque._holds_ticker_lock()
-returns boolean
-language sql stable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
-    select exists (
-        select 1 from pg_catalog.pg_locks l
-         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
-           and l.database = (select d.oid from pg_catalog.pg_database d
-                              where d.datname = pg_catalog.current_database())
-           and l.classid = (pgque.ticker_lock_key() >> 32)::oid
-           and l.objid = (pgque.ticker_lock_key() & 4294967295)::oid
-           and l.objsubid = 1 and l.granted)
-$$;
 
 -- Internal: the ticker loop's next slot after i_slot on the tick_period_ms
 -- grid that lies in the future and not before i_not_before.
@@ -6009,11 +6286,22 @@ begin
           from pgque.queue
         union all
         select 'consumers', 'info', pg_catalog.format('%s active subscriptions', pg_catalog.count(*))
-          from pgque.subscription;
+          from pgque.subscription
+        union all
+        -- Who ticks now, whatever runs it (pg_cron's ticker_loop, the SDK's
+        -- Ticker, pgque ticker): the ticker lease.
+        select 'ticker_leader', case when l.active then 'leading' else 'none' end,
+               case when l.active then pg_catalog.format(
+                        'application_name=%s, pid=%s, client_addr=%s, since=%s, renewed=%s',
+                        coalesce(nullif(l.application_name, ''), '(none)'), l.pid,
+                        coalesce(pg_catalog.host(l.client_addr), 'local'),
+                        l.since, l.renewed)
+                    else 'no ticker leads: nothing runs ticker_loop, a Ticker or pgque ticker' end
+          from pgque.ticker_leader() l;
 end
 $$;
 comment on function pgque.status() is
-    'Diagnostic rows (component, status, detail): server and pgque versions, scheduler, ticker and maintenance jobs, missing schedulers, queue and subscription counts.';
+    'Diagnostic rows (component, status, detail): server and pgque versions, scheduler, ticker and maintenance jobs, missing schedulers, queue and subscription counts, and who leads ticking (ticker_leader).';
 
 -- Runs as its caller, who must own schema pgque (or be a superuser): the
 -- drop needs that anyway, and the check gives a clear error first.
@@ -6250,7 +6538,7 @@ comment on function pgque.consumer_stats() is
 -- Internal: health of the ticker or maintenance job (i_kind 'ticker' or
 -- 'maint') as recorded in config and, for pg_cron, in cron.job and
 -- cron.job_run_details. Without a job, judged by evidence: for the ticker,
--- whether a session holds the ticker lock or queues are late (i_late_queues,
+-- whether a ticker leads (the ticker lease) or queues are late (i_late_queues,
 -- from ticker_running); for maintenance, whether its work is overdue.
 create or replace function pgque._job_health(
     i_kind text, i_late_queues integer, out o_status text, out o_detail text)
@@ -6259,8 +6547,7 @@ as $$
 declare
     v_cfg pgque.config;
     v_job_id bigint;
-    v_key constant bigint := pgque.ticker_lock_key();
-    v_pid integer;
+    v_leader record;
     v_active boolean;
     v_run_status text;
     v_run_message text;
@@ -6272,27 +6559,25 @@ begin
     v_job_id := case i_kind when 'ticker' then v_cfg.ticker_job_id else v_cfg.maint_job_id end;
 
     if v_job_id is null and i_kind = 'ticker' then
-        select l.pid into v_pid from pg_catalog.pg_locks l
-         where l.locktype = 'advisory'
-           and l.database = (select d.oid from pg_catalog.pg_database d
-                              where d.datname = pg_catalog.current_database())
-           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
-           and l.objsubid = 1 and l.granted
-         limit 1;
-        if v_pid is not null then
+        select * into v_leader from pgque.ticker_leader() l;
+        if v_leader.active then
             o_status := 'ok';
             o_detail := pg_catalog.format(
-                'no scheduled ticker job; a ticker holds the ticker lock (pid %s)', v_pid);
+                'no scheduled ticker job; a ticker leads: %s (pid %s%s) since %s',
+                coalesce(nullif(v_leader.application_name, ''), 'no application_name'),
+                v_leader.pid,
+                coalesce(', ' || pg_catalog.host(v_leader.client_addr), ''),
+                pg_catalog.to_char(v_leader.since, 'YYYY-MM-DD HH24:MI:SS TZ'));
         elsif i_late_queues > 0 then
             o_status := 'warning';
             o_detail := pg_catalog.format(
-                'no ticker job is scheduled, no session holds the ticker lock, and %s %s'
+                'no ticker job is scheduled, no ticker leads, and %s %s'
                 || ' late: run pgque.start() or pgque.start_timetable(), run a pgque'
                 || ' ticker, or call pgque.ticker() yourself', i_late_queues,
                 case when i_late_queues = 1 then 'queue is' else 'queues are' end);
         else
             o_status := 'ok';
-            o_detail := 'no scheduled ticker job and no session holds the ticker lock;'
+            o_detail := 'no scheduled ticker job and no ticker leads;'
                 || ' every queue ticked on time';
         end if;
         return;
@@ -8411,7 +8696,6 @@ $grants$;
 -- Internal functions that admins call: the ticker loops and run_maint()
 -- (with the caller's rights), the SDK's Ticker and its consumers' ticks.
 grant execute on function
-    pgque._holds_ticker_lock(),
     pgque._ticker_next_slot(timestamptz, timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
@@ -8469,6 +8753,10 @@ to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.
 revoke all on pgque.idem from pgque_reader, pgque_admin;
+-- The coordination rows: the ticker lease's holder token is the leader's
+-- alone (ticker_leader() shows who leads), the mutexes nobody's.
+revoke all on pgque.ticker_leader, pgque.mutex, pgque.tick_lock
+    from pgque_reader, pgque_admin;
 -- Staged, unpublished Spark sink rows belong to the sink's definer functions.
 revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
 
@@ -8503,6 +8791,7 @@ to pgque_writer;
 grant execute on function
     pgque.queue_stats(),
     pgque.consumer_stats(),
+    pgque.ticker_leader(),
     pgque.queue_health(),
     pgque.otel_metrics(),
     pgque.throughput(text, interval, interval),

@@ -63,6 +63,30 @@ create or replace function pgque.next_batch_custom(
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
 as $$
+begin
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
+    end if;
+    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
+                  cur_tick_event_seq, prev_tick_event_seq
+      from pgque._next_batch_custom(i_queue_name, i_consumer_name,
+                                    i_min_lag, i_min_count, i_min_interval);
+end
+$$ language plpgsql
+   security definer set search_path = pgque, pg_catalog, pg_temp;
+comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
+    'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
+
+-- Internal: next_batch_custom for any consumer, a partition slot's too
+-- (receive_partitioned), the body of the legacy next_batch forms.
+create or replace function pgque._next_batch_custom(
+    i_queue_name text, i_consumer_name text,
+    i_min_lag interval, i_min_count int4, i_min_interval interval,
+    out batch_id bigint,
+    out cur_tick_id bigint, out prev_tick_id bigint,
+    out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+    out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+as $$
 declare
     s record;
     v_last record;
@@ -169,11 +193,8 @@ begin
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
 $$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp
    -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
    set enable_seqscan = off set enable_bitmapscan = off set jit = off;
-comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
-    'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
 
 create or replace function pgque.next_batch_info(
     i_queue_name text, i_consumer_name text,
@@ -183,9 +204,12 @@ create or replace function pgque.next_batch_info(
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
 as $$
 begin
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
+    end if;
     select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
                   cur_tick_event_seq, prev_tick_event_seq
-      from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
+      from pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
 end
 $$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
@@ -196,7 +220,10 @@ create or replace function pgque.next_batch(i_queue_name text, i_consumer_name t
 returns bigint
 as $$
 begin
-    return (pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
+    end if;
+    return (pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
 end
 $$ language plpgsql
    security definer set search_path = pgque, pg_catalog, pg_temp;
@@ -220,6 +247,10 @@ declare
     v_dead record;
     v_next record;
 begin
+    if pg_catalog.strpos(v_member_name, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer, null);
+        perform pgque._refuse_reserved_name(i_subconsumer, null);
+    end if;
     if i_dead_interval < interval '0' then
         raise exception 'dead_interval must be a non-negative interval or NULL, got % (consumer % on queue %)',
             i_dead_interval, v_member_name, i_queue using detail = 'pgque:invalid_argument';
@@ -533,8 +564,10 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 declare
-    a record := pgque._batch_read_args(x_batch_id);
+    a record;
 begin
+    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.receive_partitioned()');
+    a := pgque._batch_read_args(x_batch_id);
     -- Through the batch readers (batch_reader.sql): cached plans.
     if a.merge then
         return query
@@ -559,6 +592,34 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
+    -- The usual batch in one statement, as ack (keep the two alike): not a
+    -- partition slot's (ack_partitioned closes those, under the slot's
+    -- lease), not a cooperative main's.
+    update pgque.subscription s
+       set sub_active = pg_catalog.now(),
+           sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
+           sub_next_tick = null, sub_batch = null
+      from pgque.consumer c
+     where s.sub_batch = x_batch_id and s.sub_role <> 'coop_main'
+       and c.co_id = s.sub_consumer and not pgque._is_slot_consumer(c.co_name);
+    if found then
+        return 1;
+    end if;
+    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.ack_partitioned()');
+    return pgque._finish_batch(x_batch_id);
+end
+$$;
+comment on function pgque.finish_batch(bigint) is
+    'Closes the batch and moves the consumer to its end tick. Returns 1, or 0 with a WARNING when the batch is not open.';
+
+-- Internal: finish_batch for any batch, a partition slot's too.
+create or replace function pgque._finish_batch(i_batch_id bigint)
+returns integer
+language plpgsql
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off
+as $$
+begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
     -- (ack closes the usual batch the same way itself: keep the two alike.)
@@ -566,21 +627,19 @@ begin
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when sub_role = 'coop_member' then null else sub_next_tick end,
            sub_next_tick = null, sub_batch = null
-     where sub_batch = x_batch_id and sub_role <> 'coop_main';
+     where sub_batch = i_batch_id and sub_role <> 'coop_main';
     if not found then
-        if exists (select 1 from pgque.subscription where sub_batch = x_batch_id) then
+        if exists (select 1 from pgque.subscription where sub_batch = i_batch_id) then
             raise exception 'cannot finish cooperative main consumer batch % as normal active consumer',
-                x_batch_id using detail = 'pgque:cooperative_consumer';
+                i_batch_id using detail = 'pgque:cooperative_consumer';
         end if;
         -- Finishing twice is not an error.
-        raise warning 'finish_batch: batch % not found', x_batch_id;
+        raise warning 'finish_batch: batch % not found', i_batch_id;
         return 0;
     end if;
     return 1;
 end
 $$;
-comment on function pgque.finish_batch(bigint) is
-    'Closes the batch and moves the consumer to its end tick. Returns 1, or 0 with a WARNING when the batch is not open.';
 
 create or replace function pgque.get_batch_info(
     x_batch_id bigint,

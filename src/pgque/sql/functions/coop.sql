@@ -55,6 +55,9 @@ declare
     v_created integer := 0;
 begin
     perform pgque._registration_queue(i_queue, true);
+    -- A group of a reserved name could take a partition slot's subscription over.
+    perform pgque._refuse_reserved_name(i_consumer, null);
+    perform pgque._refuse_reserved_name(i_subconsumer, null);
     select s.sub_queue, s.sub_consumer, s.sub_id, s.sub_role, s.sub_batch into v_main
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue

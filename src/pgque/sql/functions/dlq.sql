@@ -11,6 +11,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.dead_letter_partitioned()');
     return pgque._dead_letter(
         i_batch_id,
         row(i_event_id, i_ev_time, i_ev_txid, null, i_ev_retry, i_ev_type, i_ev_data,

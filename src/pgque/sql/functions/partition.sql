@@ -6,7 +6,10 @@
 -- key's messages stay in order within one slot. A worker holds a slot by a
 -- lease kept in pgque.partition_slot (owner, expiry, fencing epoch), so it
 -- works through transaction-mode poolers; every slot call renews the lease
--- and refuses anyone else.
+-- and refuses anyone else. Names with '#' are pgque's: every public function
+-- that registers, opens, closes or moves a consumer, or a batch's events,
+-- refuses a slot's subscription (_refuse_reserved_name, _refuse_slot_batch),
+-- and the slot functions reach it through the internal ones.
 --
 -- send() with a partition key is in send.sql, with the other overloads.
 
@@ -110,10 +113,7 @@ begin
     if coalesce(i_consumer, '') = '' then
         raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
-    if pg_catalog.strpos(i_consumer, '#') > 0 then
-        raise exception 'consumer name must not contain the reserved character #: %', i_consumer
-            using detail = 'pgque:invalid_argument';
-    end if;
+    perform pgque._refuse_reserved_name(i_consumer, null);
     if i_n is null or i_n < 1 then
         raise exception 'slot count must be >= 1, got % (consumer % on queue %)',
             coalesce(i_n::text, 'NULL'), i_consumer, i_queue using detail = 'pgque:invalid_argument';
@@ -132,7 +132,7 @@ begin
             i_consumer, i_queue, v_n, i_n using detail = 'pgque:invalid_argument';
     end if;
     perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
-    perform pgque.register_consumer_at(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n), null);
+    perform pgque._register_consumer_at(i_queue, pgque._slot_consumer(i_consumer, i_slot, i_n), null);
     insert into pgque.partition_slot (queue_id, co_name, slot)
     values (v_queue_id, i_consumer, i_slot)
     on conflict do nothing;
@@ -159,7 +159,7 @@ begin
         return;
     end if;
     perform pgque._partitioned_queue(i_queue, i_consumer, i_slot, null, false);
-    perform pgque.unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
+    perform pgque._unregister_consumer(i_queue, pgque._slot_consumer(i_consumer, i_slot, v_n));
     delete from pgque.partition_slot
      where queue_id = v_queue_id and co_name = i_consumer and slot = i_slot;
     -- The last slot gone: the slot count is no longer pinned.
@@ -323,7 +323,7 @@ begin
     if v_batch_id is null then
         return 0;
     end if;
-    return pgque.finish_batch(v_batch_id);
+    return pgque._finish_batch(v_batch_id);
 end
 $$;
 comment on function pgque.ack_partitioned(text, text, integer, integer, text) is

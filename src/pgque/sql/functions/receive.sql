@@ -16,11 +16,8 @@ begin
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
     perform pgque._registration_queue(queue, true);
-    if pg_catalog.strpos(consumer, '#') > 0 then
-        raise exception 'consumer name must not contain the reserved character #: %', consumer
-            using detail = 'pgque:invalid_argument';
-    end if;
-    return pgque.register_consumer_at(queue, consumer, null);
+    perform pgque._refuse_reserved_name(consumer, null);
+    return pgque._register_consumer_at(queue, consumer, null);
 end
 $$;
 comment on function pgque.subscribe(text, text) is
@@ -62,7 +59,7 @@ declare
 begin
     loop
         if i_subconsumer is null then
-            v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
+            v_batch_id := (pgque._next_batch_custom(i_queue, i_consumer, null, null, null)).batch_id;
         else
             v_batch_id := (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer,
                                                    null, null, null, i_dead_interval)).batch_id;
@@ -89,7 +86,7 @@ begin
         if v_returned > 0 then
             return;
         end if;
-        perform pgque.finish_batch(v_batch_id);
+        perform pgque._finish_batch(v_batch_id);
         v_windows := v_windows + 1;
         exit when v_windows >= 100;
     end loop;
@@ -107,9 +104,8 @@ begin
         raise exception 'pgque.receive: max_return must be >= 1, got %',
             coalesce(i_max_return::text, 'NULL') using detail = 'pgque:invalid_argument';
     end if;
-    if pgque._is_slot_consumer(i_consumer) then
-        raise exception 'consumer % is a partition slot consumer; use pgque.receive_partitioned()',
-            i_consumer using detail = 'pgque:partition_slot';
+    if pg_catalog.strpos(i_consumer, '#') > 0 then
+        perform pgque._refuse_reserved_name(i_consumer, 'use pgque.receive_partitioned()');
     end if;
     -- A missing queue is reported as such, not as a missing subscription.
     if i_queue = '' then
@@ -134,8 +130,8 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
-    -- The usual batch in one statement, closed as finish_batch closes it
-    -- (keep the two alike): not a partition slot's, not a cooperative main's.
+    -- The usual batch in one statement, as finish_batch (keep the two
+    -- alike): not a partition slot's, not a cooperative main's.
     update pgque.subscription s
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
@@ -146,15 +142,17 @@ begin
     if found then
         return 1;
     end if;
-    -- A slot's batch is refused; finish_batch says what else it is.
+    -- A slot's batch is refused; _finish_batch says what else it is.
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.ack_partitioned()');
-    return pgque.finish_batch(i_batch_id);
+    return pgque._finish_batch(i_batch_id);
 end
 $$;
 comment on function pgque.ack(bigint) is
     'Finishes the whole batch (every message in it, returned or not). Returns 1, or 0 with a WARNING when it is not open.';
 
--- Internal: the modern ack/nack leave partition slots' batches to the slot API.
+-- Internal: the public functions taking a batch id (ack, nack, finish_batch,
+-- event_retry, get_batch_events ...) leave a partition slot's batch to the
+-- slot functions, which check the caller holds the slot's lease.
 create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
 returns void
 language plpgsql

@@ -53,6 +53,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()');
     perform 1 from pgque.subscription where sub_batch = x_batch_id;
     if found then
         if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
@@ -90,6 +91,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
+    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()');
     perform 1 from pgque.subscription where sub_batch = i_batch_id;
     if not found then
         raise exception 'batch_retry: batch % not found', i_batch_id
@@ -115,6 +117,7 @@ declare
     v_sub record;
     v_ev_id bigint;
 begin
+    perform pgque._refuse_reserved_name(x_consumer, null);
     select s.sub_id, s.sub_queue, q.queue_event_seq into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
