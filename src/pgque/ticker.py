@@ -1,10 +1,19 @@
 """The SDK's ticker: ticks, retries, delayed delivery and maintenance in-process.
 
-One ticker leads per database: it holds the advisory lock
-``pgque.ticker_lock_key()`` (also taken by the ``ticker_loop`` procedure and
-``pgque ticker``); the others stand by, LISTENing for the leader's
-resignation and trying the lock every ``standby_interval`` (2 s) in case its
-connection just went. The leader
+One ticker leads per database: it holds the ticker lease
+(``pgque.ticker_lead(holder, lease)``, a row with an expiry, taken by the
+``ticker_loop`` procedure, the scheduler jobs and ``pgque ticker`` too) and
+renews it as it runs (every round, at most every quarter of a second; the
+server writes only once half the ``lease`` has passed). The others stand by,
+LISTENing for the leader's resignation (``pgque.ticker_resign``, which a
+stopping leader calls) and trying the lease every ``standby_interval`` (2 s).
+A leader that vanishes, or whose connection sits idle in a pool, stops
+renewing: a standby takes over within ``lease + standby_interval`` (4 s by
+default) of its last renewal. A leader that finds the lease taken (it
+stalled longer than the lease) stands by again. No session state is needed,
+so leadership works through a transaction-mode pooler too (``pooler=True``:
+no LISTEN, no session settings, no prepared statements; standbys and the
+idle leader poll). The leader
 
 * waits for a wakeup from the database: producers NOTIFY
   ``pgque_ticker_wake`` when they commit, one notification per wait
@@ -38,8 +47,9 @@ connection just went. The leader
   versions each one leaves, do not pile up where VACUUM cannot remove them.
   The horizon is read while events flow, not while idle.
 
-Ticks commit with ``synchronous_commit = off``: a later synchronous commit
-flushes them, and a lost tick is only retaken.
+Ticks commit with ``synchronous_commit = off`` (not through a pooler, where
+no session setting may stay): a later synchronous commit flushes them, and a
+lost tick is only retaken.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ import contextlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +68,10 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from pgque._compat import notifications
-from pgque._queries import LiteralString, query
+from pgque._maintenance import Maintenance
+from pgque._maintenance import value as _value
+from pgque._queries import query
+from pgque.errors import PgquePoolerError, pooler_error, pooler_symptom
 
 __all__ = ["WAKE_CHANNEL", "Ticker"]
 
@@ -82,8 +96,14 @@ thousands of idle queues the leader then spends at most a tenth of a core on the
 WAKE_CHANNEL = "pgque_ticker_wake"
 """The channel producers NOTIFY to wake a waiting ticker (``functions/wakeup.sql``)."""
 _RESIGN_CHANNEL = "pgque_ticker_resign"
+_RENEW_EVERY = 0.25
+"""The leader renews its lease at most this often (the server writes only past half)."""
 
 logger = logging.getLogger("pgque.ticker")
+
+
+class _LeaseLost(Exception):
+    """The leader found the lease held by another ticker (it stalled past its expiry)."""
 
 
 def _next_scan(started: float, ended: float) -> float:
@@ -116,9 +136,9 @@ class Ticker:
             (the ticker borrows one connection for as long as it runs, in
             autocommit mode, and borrows another after an error); or an
             autocommit :class:`psycopg.Connection` you own (the ticker stops
-            when it breaks). The ticker holds a session-level advisory lock
-            on it: give it a pool or connection of its own, never a
-            PgBouncer transaction-mode one.
+            when it breaks). Leadership is a lease renewed by statements, not
+            a session lock: with ``pooler=True`` any of these may go through
+            a transaction-mode pooler.
         poll_interval: Seconds between sequence polls while a tick waits for
             its batch to grow. Defaults to 0.001.
         idle_poll_interval: Seconds between safety polls while the leader
@@ -134,9 +154,19 @@ class Ticker:
             ``tick_period_ms``. Defaults to 0.25: each eager tick adds two
             row versions to ``pgque.subscription`` per consumer, which VACUUM
             cannot remove while the horizon is held.
-        standby_interval: Seconds between a standby's tries of the leader
-            lock; a leader that stops resigns with a NOTIFY, taken over at
-            once. Defaults to 2.
+        standby_interval: Seconds between a standby's tries of the lease; a
+            leader that stops resigns with a NOTIFY, taken over at once (not
+            through a pooler: there standbys only poll). Defaults to 2.
+        lease: Seconds the lease lasts without renewal (50 ms to 1 hour): a
+            leader that vanishes is replaced within ``lease +
+            standby_interval``. The leader renews it at least every quarter
+            of it. Defaults to 2.
+        pooler: The source goes through a transaction-mode pooler (PgBouncer,
+            Supavisor, RDS Proxy): no prepared statements
+            (``prepare_threshold=None`` on every connection), no session
+            settings (ticks commit synchronously), no LISTEN (the idle leader
+            and the standbys poll). Without it, a pooler's symptoms stop the
+            ticker with :attr:`failure` set. Defaults to False.
     """
 
     def __init__(
@@ -150,11 +180,17 @@ class Ticker:
         maint_interval: float = 30.0,
         held_xmin_after: float = 0.25,
         standby_interval: float = 2.0,
+        lease: float = 2.0,
+        pooler: bool = False,
     ) -> None:
         intervals = (poll_interval, idle_poll_interval, retry_interval, maint_interval,
                      standby_interval)  # fmt: skip
         if min(intervals) <= 0 or max_wait < 0:
             raise ValueError("Ticker intervals must be positive")
+        if not 0.05 <= lease <= 3600:
+            raise ValueError(f"lease must be from 0.05 to 3600 seconds, got {lease!r}")
+        if not isinstance(pooler, bool):
+            raise TypeError(f"pooler must be True or False, got {pooler!r}")
         if isinstance(source, psycopg.Connection) and not source.autocommit:
             raise ValueError("the Ticker needs an autocommit connection (VACUUM and its commits)")
         if not isinstance(source, (str, ConnectionPool, psycopg.Connection)):
@@ -173,13 +209,21 @@ class Ticker:
         self.maint_interval = maint_interval
         self.held_xmin_after = held_xmin_after
         self.standby_interval = standby_interval
+        self.lease = lease
+        self.pooler = pooler
+        #: This ticker's token in the lease (``pgque.ticker_lead``).
+        self.holder = f"pgque.Ticker:{uuid.uuid4()}"
+        #: Why the ticker stopped on its own: a transaction-mode pooler met without
+        #: ``pooler=True`` (None while it runs or stopped when asked).
+        self.failure: PgquePoolerError | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: True while this ticker holds the leader lock.
+        #: True while this ticker holds the lease.
         self.leading = False
         #: True while the xmin horizon is held and ticking is slowed (while leading).
         self.held_xmin = False
         self._self_ticked: dict[str, float] = {}
+        self._renew_at = 0.0
 
     def note_self_tick(self, queue: str) -> None:
         """Say that a consumer of this process ticks ``queue`` itself before a poll (its
@@ -216,6 +260,12 @@ class Ticker:
                 self.leading = False
                 return
             except psycopg.Error as exc:
+                if pooler_symptom(exc) and not self.pooler:
+                    self.failure = pooler_error(exc)
+                    self.failure.__cause__ = exc
+                    logger.error("ticker: stopped: %s", self.failure)
+                    self.leading = False
+                    return
                 if self.leading:
                     logger.warning("ticker: lost leadership: %s", exc)
                 self.leading = False
@@ -228,20 +278,25 @@ class Ticker:
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """The leader's connection, ``synchronous_commit`` off while the ticker has it."""
+        """The leader's connection, ``synchronous_commit`` off while the ticker has it
+        (with ``pooler``: no session setting, nothing prepared)."""
         if isinstance(self.source, str):
+            if self.pooler:
+                with psycopg.connect(self.source, autocommit=True, prepare_threshold=None) as c:
+                    yield c
+                return
             with psycopg.connect(self.source, autocommit=True) as conn:
                 conn.execute(query("set_synchronous_commit"), ("off",))
                 yield conn
             return
         if isinstance(self.source, psycopg.Connection):
-            yield from _borrowed(self.source)
+            yield from _borrowed(self.source, pooler=self.pooler)
             return
         with self.source.connection() as conn:
             autocommit = conn.autocommit
             conn.autocommit = True
             try:
-                yield from _borrowed(conn)
+                yield from _borrowed(conn, pooler=self.pooler)
             finally:
                 if not conn.closed:
                     conn.autocommit = autocommit
@@ -249,44 +304,78 @@ class Ticker:
     # -- one connection ------------------------------------------------------
 
     def _session(self, conn: psycopg.Connection[Any]) -> None:
+        """Stand by, lead while the lease is ours, stand by again, until stopped."""
+        try:
+            while not self._stop.is_set():
+                self._listen(conn, _RESIGN_CHANNEL)
+                while not self._stop.is_set() and not self._take_lease(conn):
+                    self._wait(conn, self.standby_interval)
+                if self._stop.is_set():
+                    return
+                self.leading = True
+                logger.info("ticker: leading (pid %s)", conn.info.backend_pid)
+                self._unlisten(conn, _RESIGN_CHANNEL)
+                self._listen(conn, WAKE_CHANNEL)
+                self._lead(conn)
+                self._unlisten(conn, WAKE_CHANNEL)
+        finally:
+            if not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    for channel in (WAKE_CHANNEL, _RESIGN_CHANNEL):  # a borrowed one's own stay
+                        self._unlisten(conn, channel)
+                    if self.leading:
+                        conn.execute(query("ticker_resign"), (self.holder,))
+                        logger.info("ticker: stopped leading")
+            self.leading = False
+            self.held_xmin = False
+
+    def _take_lease(self, conn: psycopg.Connection[Any]) -> bool:
+        """Take or renew the lease; whether this ticker leads."""
+        lease = f"{self.lease} seconds"
+        return bool(_value(conn, query("ticker_lead"), (self.holder, lease)))
+
+    def _listen(self, conn: psycopg.Connection[Any], channel: str) -> None:
+        if not self.pooler:  # a pooler lends the session to others between statements
+            conn.execute(sql.SQL(query("listen")).format(sql.Identifier(channel)))
+
+    def _unlisten(self, conn: psycopg.Connection[Any], channel: str) -> None:
+        if not self.pooler:
+            conn.execute(sql.SQL(query("unlisten")).format(sql.Identifier(channel)))
+
+    def _wait(self, conn: psycopg.Connection[Any], timeout: float) -> bool:
+        """Wait for a notification (none through a pooler: just wait), at most ``timeout``;
+        whether one came."""
+        if self.pooler:
+            self._stop.wait(max(timeout, 0.0))
+            return False
+        return _wait_for_notify(conn, timeout, self._stop)
+
+    def _lead(self, conn: psycopg.Connection[Any]) -> None:
+        """Lead until stopped or the lease is lost (renewed on the way)."""
         due = _Schedule()
         seen: dict[str, int] = {}
         pending: set[str] = set()
         watch: dict[str, float] = {}
-        maintenance: _Maintenance | None = None
-        conn.execute(sql.SQL(query("listen")).format(sql.Identifier(_RESIGN_CHANNEL)))
+        maintenance = Maintenance(self)
+        if isinstance(self.source, str):
+            maintenance.start()
+        self._renew_at = time.monotonic() + _RENEW_EVERY
         try:
-            while not self._stop.is_set() and not self.leading:
-                self.leading = bool(_value(conn, query("ticker_try_lead")))
-                if not self.leading:
-                    _wait_for_notify(conn, self.standby_interval, self._stop)
-            if not self.leading:
-                return
-            logger.info("ticker: leading (pid %s)", conn.info.backend_pid)
-            conn.execute(sql.SQL(query("unlisten")).format(sql.Identifier(_RESIGN_CHANNEL)))
-            conn.execute(sql.SQL(query("listen")).format(sql.Identifier(WAKE_CHANNEL)))
-            maintenance = _Maintenance(self)
-            if isinstance(self.source, str):
-                maintenance.start()
             while not self._stop.is_set():
                 now = time.monotonic()
+                self._renew(conn, now)
                 quiet: bool | None = self._lead_once(conn, due, seen, pending, now, watch)
                 if quiet and watch and not due.held:  # held: ticker() ticks them
                     quiet = self._stragglers(conn, watch, now)
                 if maintenance.thread is None:
                     maintenance.run_due(conn, now)  # a pool or a given connection
                 self._pause(conn, due, pending, quiet=quiet, maintenance=maintenance)
-        finally:
-            if maintenance is not None:
-                maintenance.stop()
-            if not conn.closed:
-                with contextlib.suppress(psycopg.Error):
-                    for channel in (WAKE_CHANNEL, _RESIGN_CHANNEL):  # a borrowed one's own stay
-                        conn.execute(sql.SQL(query("unlisten")).format(sql.Identifier(channel)))
-                    if self.leading:
-                        conn.execute(query("ticker_resign_notify"), (_RESIGN_CHANNEL,))
-                        logger.info("ticker: stopped leading")
+        except _LeaseLost:
+            logger.warning("ticker: lost the lease (it expired, and another ticker took it"
+                           " over); standing by")  # fmt: skip
             self.leading = False
+        finally:
+            maintenance.stop()
             self.held_xmin = False
 
     def _pause(
@@ -296,7 +385,7 @@ class Ticker:
         pending: set[str],
         *,
         quiet: bool | None,
-        maintenance: _Maintenance,
+        maintenance: Maintenance,
     ) -> None:
         """Wait after a round: for the next periodic job while the horizon is held, a
         ``poll_interval`` while a tick waits (or stragglers run: ``quiet`` None), for a
@@ -306,13 +395,35 @@ class Ticker:
         if maintenance.thread is None:
             until = min(until, maintenance.next_due())
         if due.held:
-            self._stop.wait(max(0.0, min(until, due.xmin_check) - now))
+            self._hold(conn, min(until, due.xmin_check), notify=False)
         elif pending or quiet is None:
-            self._stop.wait(self.poll_interval)
+            self._stop.wait(min(self.poll_interval, max(0.0, until - now)))
         elif quiet:
-            _wait_for_notify(conn, max(0.0, until - now), self._stop)
+            self._hold(conn, until, notify=True)
         elif due.sequences > now:  # too soon to arm again (many queues)
-            self._stop.wait(min(until, due.sequences) - now)
+            self._hold(conn, min(until, due.sequences), notify=False)
+
+    def _hold(self, conn: psycopg.Connection[Any], until: float, *, notify: bool) -> None:
+        """Wait until ``until`` (monotonic), or a notification with ``notify``, renewing
+        the lease on the way (every quarter of it at least)."""
+        while not self._stop.is_set():
+            now = time.monotonic()
+            self._renew(conn, now)
+            if now >= until:
+                return
+            step = min(until - now, self.lease / 4)
+            if notify and self._wait(conn, step):
+                return
+            if not notify:
+                self._stop.wait(step)
+
+    def _renew(self, conn: psycopg.Connection[Any], now: float) -> None:
+        """Renew the lease when due; :class:`_LeaseLost` when another ticker holds it."""
+        if now < self._renew_at:
+            return
+        if not self._take_lease(conn):
+            raise _LeaseLost
+        self._renew_at = now + _RENEW_EVERY
 
     def _stragglers(
         self, conn: psycopg.Connection[Any], watch: dict[str, float], now: float
@@ -358,7 +469,8 @@ class Ticker:
         scan = now >= due.sequences  # else wait for it (_pause): arming reads every sequence
         rows: list[tuple[str, int, int | None]] = []
         if scan:
-            _drain_notifies(conn)  # older than the arming: what they announce is read now
+            if not self.pooler:
+                _drain_notifies(conn)  # older than the arming: what they announce is read now
             started = time.monotonic()
             rows = conn.execute(query("ticker_arm_wake")).fetchall()
             due.sequences = _next_scan(started, time.monotonic())
@@ -413,73 +525,17 @@ class Ticker:
         return scan and not pending and not deferred
 
 
-class _Maintenance:
-    """The leader's retries, delayed messages, ``run_maint()`` and VACUUM.
-
-    Started by the leader: on a connection and a thread of its own when the
-    ticker has a connection string, so that ticking never waits for it; with
-    a pool (which may have no second connection to give) or a borrowed
-    connection, :meth:`run_due` runs between ticks instead.
-    """
-
-    def __init__(self, ticker: Ticker) -> None:
-        self.ticker = ticker
-        self.retries_due = 0.0
-        self.maint_due = 0.0
-        self.thread: threading.Thread | None = None
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        """Run in a daemon thread of its own until :meth:`stop`."""
-        self.thread = threading.Thread(target=self._run, name="pgque-maintenance", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        """Stop the thread, if any (a round in progress finishes first)."""
-        self._stop.set()
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join(5.0)
-
-    def next_due(self) -> float:
-        """When the next job is due (monotonic seconds)."""
-        return min(self.retries_due, self.maint_due)
-
-    def _run(self) -> None:
-        delay = 0.1
-        while not self._stop.is_set() and not self.ticker._stop.is_set():
-            try:
-                with self.ticker._connection() as conn:
-                    while not self._stop.is_set() and not self.ticker._stop.is_set():
-                        self.run_due(conn, time.monotonic())
-                        delay = 0.1
-                        # Until the next job: the leader's stop sets this event too.
-                        self._stop.wait(max(self.next_due() - time.monotonic(), 0.0))
-            except psycopg.Error as exc:
-                logger.warning("ticker: maintenance failed, retrying in %.1fs: %s", delay, exc)
-                self._stop.wait(delay)
-                delay = min(delay * 2, 30.0)
-
-    def run_due(self, conn: psycopg.Connection[Any], now: float) -> None:
-        """Whatever maintenance is due at ``now``."""
-        if now >= self.retries_due:
-            while _value(conn, query("maint_retry_events")):
-                pass
-            conn.execute(query("maint_deliver_delayed"))
-            self.retries_due = now + self.ticker.retry_interval
-        if now >= self.maint_due:
-            # Never waits on a lock an application holds; commits per step.
-            conn.execute(query("run_maint"))
-            for (table,) in conn.execute(query("maint_tables_to_vacuum")).fetchall():
-                schema, _, name = table.partition(".")
-                try:
-                    conn.execute(sql.SQL(query("vacuum")).format(sql.Identifier(schema, name)))
-                except psycopg.errors.InsufficientPrivilege:
-                    logger.debug("ticker: may not vacuum %s", table)
-            self.maint_due = now + self.ticker.maint_interval
-
-
-def _borrowed(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
-    """Lend a connection someone else owns, restoring its ``synchronous_commit`` after."""
+def _borrowed(conn: psycopg.Connection[Any], *, pooler: bool) -> Iterator[psycopg.Connection[Any]]:
+    """Lend a connection someone else owns, restoring its ``synchronous_commit`` after
+    (with ``pooler``: its ``prepare_threshold``, and no session setting at all)."""
+    if pooler:
+        threshold = conn.prepare_threshold
+        conn.prepare_threshold = None
+        try:
+            yield conn
+        finally:
+            conn.prepare_threshold = threshold
+        return
     previous = _value(conn, query("synchronous_commit"))
     conn.execute(query("set_synchronous_commit"), ("off",))
     try:
@@ -496,22 +552,17 @@ def _drain_notifies(conn: psycopg.Connection[Any]) -> None:
         pass
 
 
-def _wait_for_notify(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> None:
-    """Return on a notification on ``conn`` (one received earlier included), after
+def _wait_for_notify(conn: psycopg.Connection[Any], timeout: float, stop: threading.Event) -> bool:
+    """Return on a notification on ``conn`` (one received earlier included: True), after
     ``timeout`` seconds, or within :data:`_WAIT_SLICE` of ``stop`` being set."""
     deadline = time.monotonic() + timeout
     while not stop.is_set():
         left = deadline - time.monotonic()
         if left <= 0:
-            return
+            return False
         if notifications(conn, min(left, _WAIT_SLICE)):
-            return
-
-
-def _value(conn: psycopg.Connection[Any], statement: LiteralString, params: Any = None) -> Any:
-    """The first column of the statement's first row (None without rows)."""
-    row = conn.execute(statement, params).fetchone()
-    return None if row is None else row[0]
+            return True
+    return False
 
 
 Ticker.__module__ = "pgque"

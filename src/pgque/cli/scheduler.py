@@ -90,14 +90,22 @@ def stop_cmd(as_json: bool) -> None:
     show_default=True,
     help="Seconds between maint() + VACUUM rounds.",
 )
-def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float) -> None:
+@click.option(
+    "--pooler",
+    is_flag=True,
+    help="The DSN goes through a transaction-mode pooler (PgBouncer, Supavisor, RDS Proxy):"
+    " no prepared statements, no session settings, no LISTEN (docs/operations.md, Poolers).",
+)
+def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float, pooler: bool) -> None:
     """Run the ticker service in the foreground (for servers without pg_cron).
 
     Ticks, moves retries and delayed messages, runs maint() and VACUUMs
     pgque's tables (the SDK's pgque.Ticker). Any number may run: they share
-    the per-database ticker lock with ticker_loop() and the consumers'
-    tickers, so one leads and the others stand by. Leadership changes are
-    logged on stderr; SIGTERM or Ctrl-C stops it cleanly.
+    the per-database ticker lease (pgque.ticker_lead) with ticker_loop() and
+    the consumers' tickers, so one leads and the others stand by; a leader
+    that vanishes is replaced within lease + standby interval (4 s).
+    Leadership changes are logged on stderr; SIGTERM or Ctrl-C stops it
+    cleanly.
     """
     logging.basicConfig(
         level=logging.DEBUG if settings().debug else logging.INFO,
@@ -110,6 +118,7 @@ def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float) -> 
         poll_interval=poll_interval,
         max_wait=max_wait,
         maint_interval=maint_interval,
+        pooler=pooler,
     )
     stop = threading.Event()
 
@@ -126,6 +135,8 @@ def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float) -> 
     try:
         while not stop.wait(0.25):
             if not thread.is_alive():
+                if ticker.failure is not None:
+                    raise CliError(f"the ticker stopped: {ticker.failure}", ExitCode.FAILURE)
                 raise CliError(
                     "the ticker stopped: this role may not tick (grant it pgque_admin)",
                     ExitCode.FAILURE,
@@ -136,7 +147,7 @@ def ticker_cmd(poll_interval: float, max_wait: float, maint_interval: float) -> 
             if now_leading:
                 log.info("leader: this process ticks database %r", database)
             elif leading or time.monotonic() - started > 1.5:
-                log.info("standing by: another session holds the ticker lock")
+                log.info("standing by: another ticker holds the lease")
             else:
                 continue  # still connecting: not known yet
             leading = now_leading

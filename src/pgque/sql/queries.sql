@@ -128,11 +128,14 @@ select scheduler, ticker_job_id, maint_job_id from pgque.config
 -- name: tick_period_ms
 select tick_period_ms from pgque.config
 
--- name: ticker_try_lead
-select pg_catalog.pg_try_advisory_lock(pgque.ticker_lock_key())
+-- The Ticker's leadership: a lease taken or renewed by a token of its own
+-- (holder, lease), true while it leads; given up at once (and NOTIFYing
+-- pgque_ticker_resign, for the standbys) when it stops.
+-- name: ticker_lead
+select pgque.ticker_lead(%s, %s::interval)
 
--- name: ticker_resign_notify
-select pg_catalog.pg_advisory_unlock(pgque.ticker_lock_key()), pg_catalog.pg_notify(%s, '')
+-- name: ticker_resign
+select pgque.ticker_resign(%s)
 
 -- name: ticker_eager
 select pgque.ticker_eager(%s, %s::interval)
