@@ -338,15 +338,20 @@ class TempCluster:
                 if not _reachable_by_others(run_bin):
                     run_bin = _shared_copy(run_bin)
             self._run_bin = run_bin
-            shutil.copytree(self._pristine_data_dir(), self.data_dir, symlinks=True)
-            if self._as_user is not None:
-                _chown_tree(self.data_dir, *self._as_user)
+            self._make_data_dir()
             self._start_server()
         except BaseException:
             with contextlib.suppress(Exception):
                 self.stop()
             raise
         return self
+
+    def _make_data_dir(self) -> None:
+        """Fill :attr:`data_dir` (a copy of a fresh initdb; a subclass may make it otherwise,
+        e.g. a standby's base backup), owned by the user that runs the server."""
+        shutil.copytree(self._pristine_data_dir(), self.data_dir, symlinks=True)
+        if self._as_user is not None:
+            _chown_tree(self.data_dir, *self._as_user)
 
     def _start_server(self) -> None:
         attempts = 3 if self.tcp else 1
