@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -44,16 +45,8 @@ def tick_count(conn: Conn, queue: str = "q") -> int:
 
 
 def ticker_lock_holders(conn: Conn) -> list[int]:
-    return [
-        r[0]
-        for r in rows(
-            conn,
-            "select pid from pg_locks where locktype = 'advisory' and classid = 0"
-            " and objid = %s::bigint::oid and objsubid = 1 and granted"
-            " and database = (select oid from pg_database where datname = current_database())",
-            KEY,
-        )
-    ]
+    """The pid of the session leading through the ticker lease, if one does."""
+    return [r[0] for r in rows(conn, "select pid from pgque.ticker_leader() where active")]
 
 
 # -- start() without pg_cron: manual mode -------------------------------------
@@ -137,6 +130,11 @@ def test_status_rows_texts_and_order_in_manual_mode(conn: Conn) -> None:
         ),
         ("queues", "info", "2 queues configured"),
         ("consumers", "info", "3 active subscriptions"),
+        (
+            "ticker_leader",
+            "none",
+            "no ticker leads: nothing runs ticker_loop, a Ticker or pgque ticker",
+        ),
     ]
 
 
@@ -221,7 +219,7 @@ def test_ticker_loop_commits_after_every_tick(conn: Conn, connect: Any) -> None:
         midway = tick_count(conn) - before
         assert 2 <= midway < 20  # committed, seen by another session, while it runs
         assert ticker_lock_holders(conn) == [looper.info.backend_pid]
-        assert one(conn, "select pg_try_advisory_lock(pgque.ticker_lock_key())") is False
+        assert one(conn, "select pgque.ticker_lead('another', '1 s')") is False
     finally:
         thread.join(10)
     assert tick_count(conn) - before == 20
@@ -279,15 +277,15 @@ def test_ticker_lock_key_is_documented_and_distinct(conn: Conn) -> None:
     )
 
 
-def test_ticker_loop_idles_while_another_session_holds_the_lock(conn: Conn, connect: Any) -> None:
+def test_ticker_loop_idles_while_another_ticker_leads(conn: Conn, connect: Any) -> None:
     make_queue(conn, "q")
     holder = connect()
-    assert one(holder, "select pg_try_advisory_lock(pgque.ticker_lock_key())") is True
+    assert one(holder, "select pgque.ticker_lead('another ticker', '1 hour')") is True
     before = tick_count(conn)
     conn.execute("call pgque.ticker_loop()")
     assert tick_count(conn) == before
 
-    # Released mid-run: the loop takes over and ticks for the rest of it.
+    # It resigns mid-run: the loop takes over and ticks for the rest of it.
     looper = connect()
     thread = threading.Thread(target=looper.execute, args=("call pgque.ticker_loop_for(2)",))
     thread.start()
@@ -295,7 +293,7 @@ def test_ticker_loop_idles_while_another_session_holds_the_lock(conn: Conn, conn
         time.sleep(0.7)
         assert tick_count(conn) == before
         released_at = one(conn, "select clock_timestamp()")
-        one(holder, "select pg_advisory_unlock(pgque.ticker_lock_key())")
+        assert one(holder, "select pgque.ticker_resign('another ticker')") is True
     finally:
         thread.join(10)
     new = rows(conn, "select tick_time from pgque.tick where tick_time > %s", released_at)
@@ -304,13 +302,23 @@ def test_ticker_loop_idles_while_another_session_holds_the_lock(conn: Conn, conn
     assert ticker_lock_holders(conn) == []
 
 
-def test_ticker_loop_reuses_a_lock_its_session_kept_and_releases_it(conn: Conn) -> None:
+def test_ticker_loop_takes_over_from_a_leader_whose_lease_ran_out(conn: Conn, connect: Any) -> None:
+    """A leader that vanished, or sits idle in a pooled session, never renews: the
+    loop leads once its lease has expired, and says so in the server log."""
     make_queue(conn, "q")
-    assert one(conn, "select pg_try_advisory_lock(pgque.ticker_lock_key())") is True
+    stalled = connect()
+    assert one(stalled, "select pgque.ticker_lead('stalled ticker', '300 ms')") is True
+    expires = one(conn, "select expires from pgque.ticker_leader()")
+    conn.execute("set client_min_messages = log")
+    seen = collect_messages(conn)
     before = tick_count(conn)
-    conn.execute("call pgque.ticker_loop()")
-    assert tick_count(conn) - before == 10
-    assert ticker_lock_holders(conn) == []
+    conn.execute("call pgque.ticker_loop_for(2)")
+    new = rows(conn, "select tick_time from pgque.tick order by tick_id")[before:]
+    assert len(new) >= 10
+    assert min(t for (t,) in new) >= expires - timedelta(milliseconds=50)
+    assert ("LOG", "pgque [warning] ticker: took over an expired lease") in seen
+    # The loop resigned at its end: the lease is free for anyone.
+    assert one(stalled, "select pgque.ticker_lead('stalled ticker', '300 ms')") is True
 
 
 def test_ticker_loop_keeps_ticking_through_errors_and_then_fails_the_run(conn: Conn) -> None:

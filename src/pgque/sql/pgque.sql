@@ -396,13 +396,15 @@ begin
         v_fixes := v_fixes + 1;
     end if;
 
-    -- Idempotency keys over 512 bytes are stored as a digest now
-    -- (_idem_stored_key, inlined: it may not exist yet), so that claims made
-    -- under an earlier version keep matching.
+    -- Idempotency keys are stored as their digest only now (idem.sql;
+    -- _idem_stored_key inlined: it may not exist yet), so that claims made
+    -- under an earlier version keep matching. Earlier versions stored a key
+    -- as given unless it was over 512 bytes or started with the digests'
+    -- prefix: a row not of a digest's exact form is a key as given.
     update pgque.idem
        set idem_key = pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
                pg_catalog.sha256(pg_catalog.convert_to(idem_key, 'UTF8')), 'hex')
-     where pg_catalog.octet_length(idem_key) > 512;
+     where idem_key !~ ('^' || pg_catalog.chr(1) || 'sha256:[0-9a-f]{64}$');
     if found then
         v_fixes := v_fixes + 1;
     end if;
@@ -454,7 +456,13 @@ comment on type pgque.message is
 -- read exists).
 
 -- Partition slots (functions/partition.sql) at a glance.
-create or replace view pgque.partition_slot_status as
+-- Replaced only when its definition changed: CREATE OR REPLACE VIEW takes
+-- an ACCESS EXCLUSIVE lock, which would wait for any reader's transaction
+-- that read the view, and stall the install behind it. The new definition
+-- is written as a scratch view first and compared as PostgreSQL prints both.
+do $view$
+declare
+    v_select constant text := $select$
 select q.queue_name, pc.co_name as consumer, k.slot, pc.n,
        -- An expired lease has no owner any more (lease_until keeps its value).
        case when ps.lease_until > pg_catalog.clock_timestamp() then ps.lease_owner end as lease_owner,
@@ -471,7 +479,17 @@ select q.queue_name, pc.co_name as consumer, k.slot, pc.n,
   left join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
   left join lateral (
       select lt.tick_event_seq from pgque.tick lt
-       where lt.tick_queue = pc.queue_id order by lt.tick_id desc limit 1) last on true;
+       where lt.tick_queue = pc.queue_id order by lt.tick_id desc limit 1) last on true
+$select$;
+begin
+    execute 'create view pgque._view_candidate as ' || v_select;
+    if pg_catalog.pg_get_viewdef(pg_catalog.to_regclass('pgque.partition_slot_status'))
+       is distinct from pg_catalog.pg_get_viewdef(pg_catalog.to_regclass('pgque._view_candidate')) then
+        execute 'create or replace view pgque.partition_slot_status as ' || v_select;
+    end if;
+    drop view pgque._view_candidate;
+end
+$view$;
 comment on view pgque.partition_slot_status is
     'Every slot 0..n-1 of each partitioned consumer: its live lease (expired owners masked), epoch, position and pending events (never NULL or negative).';
 
@@ -5070,25 +5088,22 @@ comment on function pgque.receive_coop(text, text, text, integer, interval) is
 -- either sees its event (deduped) or, if it rolled back, claims the key
 -- itself. No advisory lock; the claim lives and dies with its transaction.
 --
--- Any string is a key. Keys of up to 512 bytes are stored as given, so claims
--- made by earlier versions keep matching; longer keys would not fit a btree
--- entry, so they are stored as chr(1) || 'sha256:' || their SHA-256 in hex.
--- A key that itself starts with that prefix is hashed too: no key stored as
--- given can take a digest's form, and two keys share a stored form only if
--- SHA-256 collides.
+-- Any string is a key. pgque.idem keeps only its digest, chr(1) || 'sha256:'
+-- || its SHA-256 in hex (PostgreSQL's own sha256(), no extension), and the
+-- event carries no key (ev_extra2 is NULL): keys can carry business
+-- identifiers, every reader reads every event, and deduplication needs the
+-- digest alone. Earlier versions kept keys of up to 512 bytes as given, and
+-- in ev_extra2; upgrade_schema() replaces the stored ones by their digests,
+-- so their claims keep matching (the events they sent keep their ev_extra2
+-- until rotation drops them).
 
 -- Internal: how a key is stored in pgque.idem (see above).
 create or replace function pgque._idem_stored_key(i_key text)
 returns text
 language sql immutable parallel safe
 as $$
-    select case
-        when pg_catalog.octet_length(i_key) <= 512
-             and not pg_catalog.starts_with(i_key, pg_catalog.chr(1) || 'sha256:')
-        then i_key
-        else pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
-                 pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
-    end
+    select pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
+               pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
 $$;
 
 -- Internal: the body of both send_idem overloads.
@@ -5143,7 +5158,7 @@ begin
         return;
     end if;
     event_id := pgque._insert_event(i_queue, v_id, pg_catalog.now(), null, null, i_type, i_payload,
-                                    i_partition_key, i_idem_key, null, null);
+                                    i_partition_key, null, null, null);
     deduped := false;
 end
 $$;
@@ -5161,7 +5176,7 @@ begin
 end
 $$;
 comment on function pgque.send_idem(text, text, text, text, interval, text) is
-    'Sends a verbatim text message once per idempotency key within i_ttl (key in ev_extra2, partition key in ev_extra1). Returns (event_id, deduped).';
+    'Sends a verbatim text message once per idempotency key within i_ttl (only the key''s digest is kept; partition key in ev_extra1). Returns (event_id, deduped).';
 
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,

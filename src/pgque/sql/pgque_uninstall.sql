@@ -11,8 +11,14 @@
 -- may be used by other databases of the cluster, so they stay.
 begin;
 set local client_min_messages = warning;
--- The install lock (0x70677175, 'pgqu'): never interleave with an install.
-select pg_advisory_xact_lock(1885827445);
+-- The install's row of pgque.mutex: never interleave with an install.
+do $lock$
+begin
+    if pg_catalog.to_regclass('pgque.mutex') is not null then
+        perform 1 from pgque.mutex where mutex_name = 'install' for update;
+    end if;
+end
+$lock$;
 do $stop$
 begin
     if pg_catalog.to_regprocedure('pgque.stop()') is not null then

@@ -199,20 +199,6 @@ as $$
         (pgque._router_kind(i_kind)).args)
 $$;
 
--- Internal: the advisory lock key (tick lock class) of a router's writers:
--- leaf k, middle router m, or the tops. Queue ids are positive, so the
--- negative keys are the routers' own.
-create or replace function pgque._router_lock_key(i_level text, i_index integer)
-returns integer
-language sql immutable
-as $$
-    select case i_level
-           when 'leaf' then -1 - i_index
-           when 'middle' then -1 - pgque._router_fanout() * pgque._router_fanout() - i_index
-           else -1 - pgque._router_fanout() * pgque._router_fanout() - pgque._router_fanout()
-           end
-$$;
-
 -- Internal: writes the top router of a kind with a branch for every middle
 -- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
@@ -224,10 +210,8 @@ declare
     v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
     v_middles integer[];
 begin
-    -- One writer at a time; after the lock, the middle routers other
-    -- writers committed are visible.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-                                             pgque._router_lock_key('top', 0));
+    -- Its callers hold the 'queues' mutex (_update_router, the install): one
+    -- writer at a time, which sees the middle routers the previous one wrote.
     v_middles := array(
         select substring(p.proname from '_m([0-9]+)$')::integer as m
           from pg_catalog.pg_proc p
@@ -255,8 +239,6 @@ declare
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
 begin
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-                                             pgque._router_lock_key('middle', i_middle));
     if exists (select 1 from pg_catalog.pg_proc
                 where pronamespace = 'pgque'::regnamespace and proname = v_name) then
         return;
@@ -316,10 +298,10 @@ declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
 begin
-    -- One writer per leaf at a time; the statements after the lock see the
-    -- queues the previous writer committed.
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(),
-                                             pgque._router_lock_key('leaf', v_leaf));
+    -- One writer at a time (create_queue and drop_queue took it first, and
+    -- the install holds it); the statements after the lock see the queues
+    -- the previous writer committed.
+    perform pgque._lock_mutex('queues');
     perform pgque._write_batch_reader(v_leaf);
     if v_leaf >= pgque._router_fanout() * pgque._router_fanout() then
         return;  -- beyond the insert routers' tree: their dynamic path

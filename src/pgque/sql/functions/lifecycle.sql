@@ -3,22 +3,126 @@
 --
 -- Without a scheduler nothing ticks: pgque.start() schedules the jobs in
 -- pg_cron, pgque.start_timetable() in pg_timetable; pgque.stop() removes
--- them. Every ticker (the loop here, the SDK's Ticker, `pgque ticker`) takes
--- the ticker lock, pgque.ticker_lock_key(), and idles while another
--- session holds it, so two schedulers or a scheduler and a manual ticker
--- never tick side by side.
+-- them. Every ticker (the loop here, the SDK's Ticker, `pgque ticker`) leads
+-- through the ticker lease, pgque.ticker_lead(), and idles while another
+-- holds it, so two schedulers or a scheduler and a manual ticker never tick
+-- side by side; a leader that vanishes loses the lease when it expires.
 
 create or replace function pgque.ticker_lock_key()
 returns bigint
 language sql immutable
 set search_path = pgque, pg_catalog, pg_temp
 as $$
-    -- 0x70677174, 'pgqt' in ASCII: next to the install lock 'pgqu'
-    -- (1885827445), and not the per-queue tick lock class (1885827446).
+    -- 0x70677174, 'pgqt' in ASCII. Kept for callers of earlier versions.
     select 1885827444::bigint
 $$;
 comment on function pgque.ticker_lock_key() is
-    'The per-database advisory lock every pgque ticker holds while it ticks: take it with pg_try_advisory_lock(pgque.ticker_lock_key()) and idle while another session has it.';
+    'Deprecated: the advisory lock key pgque tickers held before the ticker lease (ticker_lead); no pgque ticker takes it any more.';
+
+-- Internal: the longest and shortest lease ticker_lead() grants.
+create or replace function pgque._check_ticker_lease(i_holder text, i_lease interval)
+returns void
+language plpgsql immutable
+as $$
+begin
+    if i_holder is null or i_holder = '' or pg_catalog.length(i_holder) > 200 then
+        raise exception 'ticker lease: the holder must be a non-empty text of at most 200 characters, got %',
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(i_holder, 40)), 'NULL')
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_lease is null or i_lease < interval '50 milliseconds' or i_lease > interval '1 hour' then
+        raise exception 'ticker lease: the lease must be between 50 ms and 1 hour, got %',
+            coalesce(i_lease::text, 'NULL') using detail = 'pgque:invalid_argument';
+    end if;
+end
+$$;
+
+create or replace function pgque.ticker_lead(i_holder text, i_lease interval default '2 seconds')
+returns boolean
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+declare
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    l pgque.ticker_leader%rowtype;
+begin
+    perform pgque._check_ticker_lease(i_holder, i_lease);
+    select * into l from pgque.ticker_leader;
+    if l.holder is not distinct from i_holder and l.expires - v_now > i_lease / 2 then
+        return true;  -- leading, renewed recently: nothing to write
+    end if;
+    if l.holder is distinct from i_holder and l.expires > v_now then
+        return false;  -- another ticker leads
+    end if;
+    -- Never wait: a row another ticker is updating right now is left to it.
+    perform 1 from pgque.ticker_leader for update skip locked;
+    if not found then
+        return l.holder is not distinct from i_holder and l.expires > v_now;
+    end if;
+    select * into l from pgque.ticker_leader;  -- as of the lock
+    v_now := pg_catalog.clock_timestamp();
+    if l.holder is distinct from i_holder and l.expires > v_now then
+        return false;
+    end if;
+    update pgque.ticker_leader
+       set holder = i_holder,
+           since = case when l.holder is not distinct from i_holder and l.expires > v_now
+                        then l.since else v_now end,
+           pid = pg_catalog.pg_backend_pid(),
+           application_name = pg_catalog.current_setting('application_name'),
+           client_addr = pg_catalog.inet_client_addr(),
+           renewed = v_now,
+           expires = v_now + i_lease;
+    if l.holder is distinct from i_holder and l.expires > '-infinity' then
+        -- Taken over from a leader that did not resign (ticker_resign), but
+        -- vanished or stalled: worth a line in the log.
+        perform pgque.log_event('warning', 'ticker', 'took over an expired lease', pg_catalog.jsonb_build_object(
+            'application_name', pg_catalog.current_setting('application_name'),
+            'pid', pg_catalog.pg_backend_pid(),
+            'previous_application_name', l.application_name, 'previous_pid', l.pid,
+            'previous_expired', l.expires));
+    end if;
+    return true;
+end
+$$;
+comment on function pgque.ticker_lead(text, interval) is
+    'Takes or renews the ticker lease for i_holder (a token unique to one ticker) for i_lease (50 ms to 1 h); true while i_holder leads, false while another unexpired holder does. Never waits on a lock. Call again before half the lease has passed.';
+
+create or replace function pgque.ticker_resign(i_holder text)
+returns boolean
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform pgque._check_ticker_lease(i_holder, interval '1 second');
+    update pgque.ticker_leader
+       set expires = '-infinity', renewed = pg_catalog.clock_timestamp()
+     where holder = i_holder and expires > pg_catalog.clock_timestamp();
+    if not found then
+        return false;
+    end if;
+    -- Standing-by tickers LISTEN here and take over at once.
+    perform pg_catalog.pg_notify('pgque_ticker_resign', '');
+    return true;
+end
+$$;
+comment on function pgque.ticker_resign(text) is
+    'Gives up the ticker lease if i_holder holds it (and NOTIFYs pgque_ticker_resign so a standby takes over at once); true when it did.';
+
+create or replace function pgque.ticker_leader(
+    out application_name text, out pid integer, out client_addr inet,
+    out since timestamptz, out renewed timestamptz, out expires timestamptz,
+    out active boolean)
+returns record
+language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+    select l.application_name, l.pid, l.client_addr, l.since, l.renewed, l.expires,
+           l.expires > pg_catalog.clock_timestamp()
+      from pgque.ticker_leader l
+$$;
+comment on function pgque.ticker_leader() is
+    'Who leads ticking (the ticker lease): the holder''s application_name, pid and client address when it last renewed, since when it leads, until when, and whether the lease is active.';
 
 create or replace function pgque.xmin_horizon()
 returns text
@@ -88,13 +192,15 @@ create or replace procedure pgque.ticker_loop_for(i_seconds integer)
 language plpgsql
 as $$
 declare
-    v_key constant bigint := pgque.ticker_lock_key();
+    -- This run's token in the ticker lease.
+    v_holder constant pg_catalog.text :=
+        'ticker_loop ' OPERATOR(pg_catalog.||) pg_catalog.gen_random_uuid()::pg_catalog.text;
     v_start constant pg_catalog.timestamptz := pg_catalog.clock_timestamp();
     v_end pg_catalog.timestamptz;
     v_next pg_catalog.timestamptz;
     v_round_start pg_catalog.timestamptz;
     v_not_before pg_catalog.timestamptz;
-    v_have_lock boolean;
+    v_leading boolean := false;
     v_rounds integer := 0;
     v_failures integer := 0;
     v_last_error pg_catalog.text;
@@ -107,30 +213,20 @@ begin
     v_end := v_start OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => i_seconds);
     v_next := v_start;
     -- Inside a transaction block this fails at once (invalid transaction
-    -- termination), before the session lock below is taken.
+    -- termination), before the lease below is taken.
     commit;
 
-    -- A loop of this session that failed half-way may have left the lock
-    -- taken: reuse it instead of taking it a second time (which would need
-    -- two unlocks).
-    v_have_lock := pgque._holds_ticker_lock();
-
     loop
-        -- Another ticker holds the lock: idle, and try again next round.
-        if not v_have_lock then
-            v_have_lock := pg_catalog.pg_try_advisory_lock(v_key);
-        end if;
+        -- Another ticker leads: idle, and try again next round. A loop that
+        -- is cancelled (stop(), statement_timeout, Ctrl-C) cannot resign:
+        -- its lease runs out within ticker_lead's 2 s.
+        v_leading := pgque.ticker_lead(v_holder);
         v_round_start := pg_catalog.clock_timestamp();
-        if v_have_lock then
+        if v_leading then
             v_rounds := v_rounds OPERATOR(pg_catalog.+) 1;
             begin
                 perform pgque.ticker();
-            exception when query_canceled then
-                -- Cancelled (stop(), statement_timeout, Ctrl-C): the session
-                -- may live on, so give the lock back before leaving.
-                perform pg_catalog.pg_advisory_unlock(v_key);
-                raise;
-            when others then
+            exception when others then  -- never query_canceled: a cancel ends the loop
                 -- Keep ticking through a transient error; report it at the end.
                 v_failures := v_failures OPERATOR(pg_catalog.+) 1;
                 v_last_error := sqlerrm;
@@ -152,21 +248,16 @@ begin
                 OPERATOR(pg_catalog.*) 9::pg_catalog.float8);
         v_next := pgque._ticker_next_slot(v_next, v_not_before);
         exit when v_next OPERATOR(pg_catalog.>=) v_end;
-        begin
-            perform pg_catalog.pg_sleep(pg_catalog.date_part('epoch',
-                v_next OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
-        exception when query_canceled then
-            if v_have_lock then
-                perform pg_catalog.pg_advisory_unlock(v_key);
-            end if;
-            raise;
-        end;
+        perform pg_catalog.pg_sleep(pg_catalog.date_part('epoch',
+            v_next OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
         -- The next tick's transaction, whose start is its tick_time, begins now.
         commit;
     end loop;
 
-    if v_have_lock then
-        perform pg_catalog.pg_advisory_unlock(v_key);
+    if v_leading then
+        -- The next run (pg_cron's, a second later) or a standby takes over at once.
+        perform pgque.ticker_resign(v_holder);
+        commit;
     end if;
     if v_failures OPERATOR(pg_catalog.>) 0 then
         -- Everything ticked so far is committed; this marks the run failed.
@@ -176,7 +267,7 @@ begin
 end
 $$;
 comment on procedure pgque.ticker_loop_for(integer) is
-    'CALL outside a transaction block: runs ticker() every tick_period_ms for i_seconds (1..3600), committing after each, while holding the ticker lock (idles while another ticker holds it).';
+    'CALL outside a transaction block: runs ticker() every tick_period_ms for i_seconds (1..3600), committing after each, while it leads through the ticker lease (ticker_lead; idles while another ticker leads).';
 
 create or replace procedure pgque.ticker_loop()
 language plpgsql
@@ -187,22 +278,6 @@ end
 $$;
 comment on procedure pgque.ticker_loop() is
     'CALL outside a transaction block: 1000 / tick_period_ms calls of ticker() within about one second, committing after each (what the pg_cron ticker job runs every second).';
-
--- Internal: whether this session holds the ticker lock already.
-create or replace function pgque._holds_ticker_lock()
-returns boolean
-language sql stable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
-    select exists (
-        select 1 from pg_catalog.pg_locks l
-         where l.locktype = 'advisory' and l.pid = pg_catalog.pg_backend_pid()
-           and l.database = (select d.oid from pg_catalog.pg_database d
-                              where d.datname = pg_catalog.current_database())
-           and l.classid = (pgque.ticker_lock_key() >> 32)::oid
-           and l.objid = (pgque.ticker_lock_key() & 4294967295)::oid
-           and l.objsubid = 1 and l.granted)
-$$;
 
 -- Internal: the ticker loop's next slot after i_slot on the tick_period_ms
 -- grid that lies in the future and not before i_not_before.
@@ -623,11 +698,22 @@ begin
           from pgque.queue
         union all
         select 'consumers', 'info', pg_catalog.format('%s active subscriptions', pg_catalog.count(*))
-          from pgque.subscription;
+          from pgque.subscription
+        union all
+        -- Who ticks now, whatever runs it (pg_cron's ticker_loop, the SDK's
+        -- Ticker, pgque ticker): the ticker lease.
+        select 'ticker_leader', case when l.active then 'leading' else 'none' end,
+               case when l.active then pg_catalog.format(
+                        'application_name=%s, pid=%s, client_addr=%s, since=%s, renewed=%s',
+                        coalesce(nullif(l.application_name, ''), '(none)'), l.pid,
+                        coalesce(pg_catalog.host(l.client_addr), 'local'),
+                        l.since, l.renewed)
+                    else 'no ticker leads: nothing runs ticker_loop, a Ticker or pgque ticker' end
+          from pgque.ticker_leader() l;
 end
 $$;
 comment on function pgque.status() is
-    'Diagnostic rows (component, status, detail): server and pgque versions, scheduler, ticker and maintenance jobs, missing schedulers, queue and subscription counts.';
+    'Diagnostic rows (component, status, detail): server and pgque versions, scheduler, ticker and maintenance jobs, missing schedulers, queue and subscription counts, and who leads ticking (ticker_leader).';
 
 -- Runs as its caller, who must own schema pgque (or be a superuser): the
 -- drop needs that anyway, and the check gives a clear error first.

@@ -198,7 +198,7 @@ comment on function pgque.consumer_stats() is
 -- Internal: health of the ticker or maintenance job (i_kind 'ticker' or
 -- 'maint') as recorded in config and, for pg_cron, in cron.job and
 -- cron.job_run_details. Without a job, judged by evidence: for the ticker,
--- whether a session holds the ticker lock or queues are late (i_late_queues,
+-- whether a ticker leads (the ticker lease) or queues are late (i_late_queues,
 -- from ticker_running); for maintenance, whether its work is overdue.
 create or replace function pgque._job_health(
     i_kind text, i_late_queues integer, out o_status text, out o_detail text)
@@ -207,8 +207,7 @@ as $$
 declare
     v_cfg pgque.config;
     v_job_id bigint;
-    v_key constant bigint := pgque.ticker_lock_key();
-    v_pid integer;
+    v_leader record;
     v_active boolean;
     v_run_status text;
     v_run_message text;
@@ -220,27 +219,25 @@ begin
     v_job_id := case i_kind when 'ticker' then v_cfg.ticker_job_id else v_cfg.maint_job_id end;
 
     if v_job_id is null and i_kind = 'ticker' then
-        select l.pid into v_pid from pg_catalog.pg_locks l
-         where l.locktype = 'advisory'
-           and l.database = (select d.oid from pg_catalog.pg_database d
-                              where d.datname = pg_catalog.current_database())
-           and l.classid = (v_key >> 32)::oid and l.objid = (v_key & 4294967295)::oid
-           and l.objsubid = 1 and l.granted
-         limit 1;
-        if v_pid is not null then
+        select * into v_leader from pgque.ticker_leader() l;
+        if v_leader.active then
             o_status := 'ok';
             o_detail := pg_catalog.format(
-                'no scheduled ticker job; a ticker holds the ticker lock (pid %s)', v_pid);
+                'no scheduled ticker job; a ticker leads: %s (pid %s%s) since %s',
+                coalesce(nullif(v_leader.application_name, ''), 'no application_name'),
+                v_leader.pid,
+                coalesce(', ' || pg_catalog.host(v_leader.client_addr), ''),
+                pg_catalog.to_char(v_leader.since, 'YYYY-MM-DD HH24:MI:SS TZ'));
         elsif i_late_queues > 0 then
             o_status := 'warning';
             o_detail := pg_catalog.format(
-                'no ticker job is scheduled, no session holds the ticker lock, and %s %s'
+                'no ticker job is scheduled, no ticker leads, and %s %s'
                 || ' late: run pgque.start() or pgque.start_timetable(), run a pgque'
                 || ' ticker, or call pgque.ticker() yourself', i_late_queues,
                 case when i_late_queues = 1 then 'queue is' else 'queues are' end);
         else
             o_status := 'ok';
-            o_detail := 'no scheduled ticker job and no session holds the ticker lock;'
+            o_detail := 'no scheduled ticker job and no ticker leads;'
                 || ' every queue ticked on time';
         end if;
         return;

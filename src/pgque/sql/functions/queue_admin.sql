@@ -137,6 +137,9 @@ declare
     i integer;
 begin
     perform pgque._check_queue_name(i_queue_name);
+    -- Queue DDL and the install take this first, so they never deadlock
+    -- (each rewrites the routers).
+    perform pgque._lock_mutex('queues');
 
     -- A concurrent create of the same name waits here and then sees the row.
     -- The object names follow from the id (a CHECK constraint holds them to it).
@@ -149,6 +152,7 @@ begin
     if not found then
         return 0;
     end if;
+    insert into pgque.tick_lock (tl_queue) values (v_id);
 
     execute pg_catalog.format('create sequence pgque.%I', v_base || '_id_seq');
     execute pg_catalog.format('create sequence pgque.%I', v_base || '_tick_seq');
@@ -242,6 +246,13 @@ begin
     if x_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
     end if;
+    -- First, as create_queue and the install do (they never deadlock).
+    perform pgque._lock_mutex('queues');
+    -- The queue's tick lock before its row, in _tick()'s order (a tick locks
+    -- pgque.tick_lock, then its insert key-shares the queue row).
+    perform 1 from pgque.tick_lock
+     where tl_queue = (select queue_id from pgque.queue where queue_name = x_queue_name)
+       for update;
     select * into q from pgque.queue where queue_name = x_queue_name for update;
     if not found then
         raise exception 'No such event queue' using detail = 'pgque:queue_not_found';

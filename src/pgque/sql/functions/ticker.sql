@@ -2,18 +2,13 @@
 --
 -- A tick stores the snapshot of the statement that inserts it. Consecutive
 -- ticks of a queue cut batches, so their snapshots must never go backwards:
--- every tick of a queue is inserted by _tick(), which first takes the
--- queue's tick lock and only then, in a later statement, reads the latest
--- tick and inserts the new one. In READ COMMITTED that statement's snapshot
--- is taken after the lock, so it sees the previous tick's commit. Racing
--- callers from several sessions therefore queue up and never duplicate or
--- reorder ticks.
-
--- Internal: the advisory lock class of per-queue tick locks (key 2 = queue_id).
-create or replace function pgque._tick_lock_class()
-returns integer
-language sql immutable
-as $$ select 1885827446 $$;
+-- every tick of a queue is inserted by _tick(), which first locks the
+-- queue's row of pgque.tick_lock and only then, in a later statement, reads
+-- the latest tick and inserts the new one. In READ COMMITTED that statement's
+-- snapshot is taken after the lock, so it sees the previous tick's commit.
+-- Racing callers from several sessions therefore queue up and never
+-- duplicate or reorder ticks. The lock is a row lock on a table of pgque's
+-- own, which no other login can take (docs/development.md, "Coordination").
 
 create or replace function pgque._require_read_committed(i_caller text)
 returns void
@@ -48,7 +43,11 @@ declare
     v_tick_id bigint;
 begin
     perform pgque._require_read_committed('pgque.ticker');
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), i_queue_id);
+    -- The queue's tick lock, held until commit.
+    perform 1 from pgque.tick_lock where tl_queue = i_queue_id for update;
+    if not found then
+        return null;  -- dropped while we waited for the lock
+    end if;
 
     -- From here on every statement sees the ticks committed before the lock.
     select * into q from pgque.queue where queue_id = i_queue_id;
@@ -235,7 +234,10 @@ begin
             i_queue_name using detail = 'pgque:not_external_ticker';
     end if;
 
-    perform pg_catalog.pg_advisory_xact_lock(pgque._tick_lock_class(), q.queue_id);
+    perform 1 from pgque.tick_lock where tl_queue = q.queue_id for update;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
     select * into v_last from pgque.tick
      where tick_queue = q.queue_id order by tick_id desc limit 1;
     if v_last.tick_id is not null then

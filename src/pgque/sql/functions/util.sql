@@ -111,3 +111,22 @@ as $$
     select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
+
+-- Internal: waits for a row of pgque.mutex ('install', 'queues'), held until
+-- commit. A row lock on pgque's own table: no other login can take it, as it
+-- could an advisory lock key (docs/development.md, "Coordination").
+create or replace function pgque._lock_mutex(i_name text)
+returns void
+language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$
+begin
+    perform 1 from pgque.mutex where mutex_name = i_name for update;
+    if not found then
+        raise exception 'pgque.mutex has no row %: install pgque again', i_name
+            using detail = 'pgque:invalid_state';
+    end if;
+end
+$$;
+comment on function pgque._lock_mutex(text) is
+    'Internal: locks a row of pgque.mutex (the install''s, or the queue DDL''s) until commit.';

@@ -47,7 +47,6 @@ $grants$;
 -- Internal functions that admins call: the ticker loops and run_maint()
 -- (with the caller's rights), the SDK's Ticker and its consumers' ticks.
 grant execute on function
-    pgque._holds_ticker_lock(),
     pgque._ticker_next_slot(timestamptz, timestamptz),
     pgque._move_retry_events(integer),
     pgque._run_extra_maint(text, text),
@@ -105,6 +104,10 @@ to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader;
 -- Idempotency keys are nobody's business but send_idem's.
 revoke all on pgque.idem from pgque_reader, pgque_admin;
+-- The coordination rows: the ticker lease's holder token is the leader's
+-- alone (ticker_leader() shows who leads), the mutexes nobody's.
+revoke all on pgque.ticker_leader, pgque.mutex, pgque.tick_lock
+    from pgque_reader, pgque_admin;
 -- Staged, unpublished Spark sink rows belong to the sink's definer functions.
 revoke all on pgque.spark_staging, pgque.spark_commits from pgque_reader;
 
@@ -139,6 +142,7 @@ to pgque_writer;
 grant execute on function
     pgque.queue_stats(),
     pgque.consumer_stats(),
+    pgque.ticker_leader(),
     pgque.queue_health(),
     pgque.otel_metrics(),
     pgque.throughput(text, interval, interval),

@@ -220,3 +220,32 @@ create table if not exists pgque.config (
     installed_at    timestamptz not null default clock_timestamp()
 );
 insert into pgque.config (singleton) values (true) on conflict do nothing;
+
+-- Coordination (docs/development.md, "Coordination"). pgque's sessions
+-- serialize on rows of its own tables, locked FOR UPDATE, which takes the
+-- UPDATE privilege no pgque role holds: no other login can take these
+-- locks, as it could an advisory lock key. pgque.mutex (begin.sql) holds
+-- the install's and the queue DDL's rows.
+
+-- One row per queue: the lock every tick of the queue takes first (_tick).
+create table if not exists pgque.tick_lock (
+    tl_queue integer primary key references pgque.queue (queue_id) on delete cascade
+);
+insert into pgque.tick_lock (tl_queue)
+select queue_id from pgque.queue
+on conflict (tl_queue) do nothing;
+
+-- The ticker lease: who leads ticking (the SDK Ticker, ticker_loop, a
+-- scheduler job) until when. A leader renews it as it ticks; one that
+-- vanishes, or sits idle in a pooled session, loses it when it expires.
+create table if not exists pgque.ticker_leader (
+    singleton        boolean primary key default true check (singleton),
+    holder           text,
+    pid              integer,
+    application_name text,
+    client_addr      inet,
+    since            timestamptz,
+    renewed          timestamptz,
+    expires          timestamptz not null default '-infinity'
+);
+insert into pgque.ticker_leader (singleton) values (true) on conflict do nothing;
