@@ -126,6 +126,7 @@ class ConsumerOptions:
     max_slots: int | None = None
     lease_ttl: float = 30
     worker_id: str | None = None
+    pooler: bool = False
 
     def __post_init__(self) -> None:
         if self.unknown_handler_policy not in ("nack", "ack"):
@@ -151,8 +152,9 @@ class ConsumerOptions:
                 raise ValueError(f"{option} must be >= 0 seconds, got {value}")
         check_delay("retry_after", self.retry_after)
         check_count("max_settle_failures", self.max_settle_failures)
-        if not isinstance(self.subscribe, bool):
-            raise TypeError(f"subscribe must be True or False, got {self.subscribe!r}")
+        for flag in ("subscribe", "pooler"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         object.__setattr__(self, "retry_backoff", check_backoff(self.retry_backoff))
         self._check_partitions()
 
@@ -230,6 +232,7 @@ class ConsumerSettings:
     max_slots = Option[int | None]()
     lease_ttl = Option[float]()
     worker_id = Option[str | None]()
+    pooler = Option[bool]()
 
 
 ConsumerOptions.__module__ = "pgque"

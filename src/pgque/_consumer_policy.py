@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 import shlex
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +39,11 @@ from pgque.errors import (
     PgqueConsumerNotFound,
     PgqueError,
     PgqueNotInstalledError,
+    PgquePoolerError,
     PgqueQueueNotFound,
     from_database_error,
+    pooler_error,
+    pooler_symptom,
 )
 
 if TYPE_CHECKING:
@@ -48,10 +53,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_START",
+    "LISTEN_PROBE_WINDOW",
     "WAIT_SLICE",
     "Backoff",
     "ConnectionAbandoned",
     "ConsumerGaveUp",
+    "ListenProbe",
     "SettleFailed",
     "SettleFailures",
     "TickerSwitch",
@@ -167,6 +174,8 @@ def recover(
     """After a consumer's session ended with ``exc``: raise what ends ``start()`` (giving
     up, a setup error, a broken connection of the caller's); else log it and return
     the pause before reconnecting."""
+    if pooler_symptom(exc):
+        raise pooler_error(exc) from exc
     if isinstance(exc, ConsumerGaveUp) or setup_problem(exc) is not None:
         raise exc
     if given_closed:
@@ -191,8 +200,11 @@ def settle_refused(
 ) -> str:
     """After settling ``msg`` failed with ``exc``: re-raise a lost connection; for a
     refused nack (``delay`` given) log it and return the reason to dead-letter the
-    message with; for a refused dead letter raise :class:`SettleFailed`."""
-    if is_connection_error(exc):
+    message with; for a refused dead letter raise :class:`SettleFailed`. A pooler's
+    symptom (:class:`PgquePoolerError`) is raised at once: never a dead letter."""
+    if pooler_symptom(exc):
+        raise pooler_error(exc) from exc
+    if isinstance(exc, PgquePoolerError) or is_connection_error(exc):
         raise exc
     if delay is None:
         raise SettleFailed(exc) from exc
@@ -240,8 +252,11 @@ _NOT_INSTALLED = ("3F000", "42P01", "42883")
 
 
 def setup_problem(exc: BaseException) -> str | None:
-    """``"no_queue"``, ``"not_subscribed"``, ``"not_installed"``, ``"denied"``, or None
-    when ``exc`` is not a setup error (waiting and reconnecting may help then)."""
+    """``"no_queue"``, ``"not_subscribed"``, ``"not_installed"``, ``"denied"``,
+    ``"pooler"`` (a transaction-mode pooler without ``pooler=True``), or None when
+    ``exc`` is not a setup error (waiting and reconnecting may help then)."""
+    if isinstance(exc, PgquePoolerError) or pooler_symptom(exc):
+        return "pooler"
     if is_connection_error(exc):
         return None
     error = _as_pgque(exc)
@@ -262,6 +277,8 @@ def setup_error(
     problem: str, cause: BaseException, queue: str, name: str, queue_exists: bool | None
 ) -> PgqueError:
     """The error ``start()`` raises for a setup problem, saying what to run."""
+    if problem == "pooler":
+        return cause if isinstance(cause, PgquePoolerError) else pooler_error(cause)
     if problem == "not_subscribed" and queue_exists is False:
         problem = "no_queue"  # an older pgque says "not subscriber" for a missing queue
     q, n = shlex.quote(queue), shlex.quote(name)
@@ -293,6 +310,55 @@ def setup_error(
     return error
 
 
+# -- listening ----------------------------------------------------------------------
+
+#: Seconds the listener gets to hear the NOTIFY its consumer committed.
+LISTEN_PROBE_WINDOW = 5.0
+
+
+class ListenProbe:
+    """Whether the LISTEN connection hears at all: on each new listener the runner
+    LISTENs on a channel of its own (:meth:`start`) and NOTIFYs it from the batch
+    connection, a commit of its own. A listener through a transaction-mode pooler
+    never hears it (the pooler lends its session to others between statements): one
+    WARNING (per consumer, not per poll) names ``listen_dsn``."""
+
+    def __init__(self, log: logging.Logger, name: str) -> None:
+        self._log = log
+        self._name = name
+        self.channel = f"pgque_probe_{secrets.token_hex(8)}"
+        self._sent: float | None = None
+        self.warned = False
+
+    def start(self) -> str:
+        """A new listener: the channel to LISTEN on and NOTIFY (the clock starts)."""
+        self._sent = time.monotonic()
+        return self.channel
+
+    def heard(self, channel: str) -> bool:
+        """Note a notification; True when it is the probe's (no work)."""
+        if channel != self.channel:
+            return False
+        self._sent = None
+        return True
+
+    def check(self) -> None:
+        """Warn once when the probe's notification is overdue."""
+        sent = self._sent
+        if sent is None or self.warned or time.monotonic() - sent < LISTEN_PROBE_WINDOW:
+            return
+        self.warned = True
+        self._sent = None
+        self._log.warning(
+            "consumer %s: the LISTEN connection did not hear, within %.0f s, the NOTIFY this"
+            " consumer committed: it seems to go through a transaction-mode pooler (PgBouncer,"
+            " Supavisor, RDS Proxy), so wakeups never arrive and messages wait for"
+            " poll_interval; give listen_dsn= a connection string that reaches PostgreSQL"
+            " directly (see docs/operations.md, Poolers)",
+            self._name, LISTEN_PROBE_WINDOW,
+        )  # fmt: skip
+
+
 # -- ticking ------------------------------------------------------------------------
 
 
@@ -305,8 +371,11 @@ class TickerSwitch:
     batches): then it warns once instead of ticking.
     """
 
-    def __init__(self, source: Any, log: logging.Logger, name: str) -> None:
+    def __init__(
+        self, source: Any, log: logging.Logger, name: str, *, pooler: bool = False
+    ) -> None:
         self.source = source
+        self.pooler = pooler
         self.runner: Any = None
         self._log = log
         self._name = name
@@ -329,7 +398,13 @@ class TickerSwitch:
             return
         from pgque.ticker import Ticker  # here: the ticker is needed only when it runs
 
-        self.runner = Ticker(self.source).start()
+        self.runner = Ticker(self.source, pooler=self.pooler).start()
+
+    def check(self) -> None:
+        """Raise what stopped the ticker on its own (a pooler met without ``pooler=True``)."""
+        failure = getattr(self.runner, "failure", None)
+        if failure is not None:
+            raise failure
 
     def __enter__(self) -> TickerSwitch:
         return self
@@ -362,5 +437,3 @@ def ticker_source(source: object) -> Any:
 def ticker_wanted(setting: bool | str, row: tuple[Any, ...] | None) -> bool:
     """The ``ticker`` option decided: True/False as given, ``"auto"`` from the row."""
     return setting if isinstance(setting, bool) else scheduler_absent(row)
-
-

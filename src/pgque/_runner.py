@@ -96,7 +96,10 @@ class Runner:
         self._log = logging.getLogger(f"pgque.consumer.{self.lead.name}")
         self._backoff = policy.Backoff()
         source = policy.ticker_source(self.lead.listen_dsn or self.lead.dsn)
-        self._ticker = policy.TickerSwitch(source, self._log, self.lead.name)
+        # Through a pooler unless listen_dsn (past it) feeds the ticker.
+        pooled = self.lead.pooler and self.lead.listen_dsn is None
+        self._ticker = policy.TickerSwitch(source, self._log, self.lead.name, pooler=pooled)
+        self._probe = policy.ListenProbe(self._log, self.lead.name)
         self._may_self_tick = False  # decided on every connection (_session)
 
     def run(self) -> None:
@@ -137,7 +140,12 @@ class Runner:
                 self._ticker.set(self._wants_ticker(conn))  # decided on every connection
             self._may_self_tick = self._ticker.runner is not None and self._may_tick(conn)
             with self._listener() as listener:
+                if listener is not None:  # a commit of ours that it must hear
+                    channel = sql.Identifier(self._probe.start())
+                    listener.execute(sql.SQL(query("listen")).format(channel))
+                    conn.execute(sql.SQL(query("notify")).format(channel))
                 while not self._stop.is_set():
+                    self._ticker.check()  # it stopped on a pooler: say so
                     # What was announced so far, the ticks and polls below see:
                     # only what arrives from here on is worth waking for.
                     self._take_notifies(listener)
@@ -154,24 +162,30 @@ class Runner:
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         """The batch connection: a new one from the DSN, one borrowed from the pool, or yours."""
         dsn = self.lead.dsn
+        pooler = self.lead.pooler  # nothing prepared through a pooler
         if isinstance(dsn, psycopg.Connection):
             if dsn.closed:
                 raise PgqueConnectionError(
                     f"consumer {self.lead.name}: its connection is closed; give it a new one"
                 )
+            if pooler:
+                dsn.prepare_threshold = None
             yield dsn
             return
         if isinstance(dsn, ConnectionPool):
             with dsn.connection() as conn:
-                autocommit = conn.autocommit
+                autocommit, threshold = conn.autocommit, conn.prepare_threshold
                 conn.set_autocommit(True)  # transactions are explicit: conn.transaction()
+                conn.prepare_threshold = None if pooler else threshold
                 try:
                     yield conn
                 finally:
+                    conn.prepare_threshold = threshold
                     if not conn.closed:
                         conn.set_autocommit(autocommit)
             return
-        with psycopg.Connection.connect(dsn, autocommit=True) as conn:
+        kwargs: dict[str, Any] = {"prepare_threshold": None} if pooler else {}
+        with psycopg.Connection.connect(dsn, autocommit=True, **kwargs) as conn:
             yield conn
 
     @contextmanager
@@ -225,7 +239,10 @@ class Runner:
 
     def _wakes(self, channel: str) -> bool:
         """Whether a notification on ``channel`` is work: a tick of a consumer's queue,
-        or a producer's commit while this process does the ticking."""
+        or a producer's commit while this process does the ticking (the listener's
+        probe is not)."""
+        if self._probe.heard(channel):
+            return False
         return channel != WAKE_CHANNEL or self._ticking() is not None
 
     def _take_notifies(self, listener: psycopg.Connection[Any] | None) -> bool:
@@ -237,6 +254,7 @@ class Runner:
         if listener is not None:
             for note in listener.notifies(timeout=0):
                 woken = woken or self._wakes(note.channel)
+            self._probe.check()
         return woken
 
     def _wait_for_work(self, listener: psycopg.Connection[Any] | None) -> None:
@@ -255,6 +273,7 @@ class Runner:
                 continue
             for note in notifications(listener, step):
                 woken = woken or self._wakes(note.channel)
+            self._probe.check()
             if woken:
                 return
 

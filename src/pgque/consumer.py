@@ -103,10 +103,18 @@ class Consumer(ConsumerSettings):
             (``receive_coop``); several processes then share ``name``'s stream.
         dead_interval: With ``subconsumer``, take over batches of members idle
             longer than this (a PostgreSQL interval such as ``"30 seconds"``).
-        listen: Wait for NOTIFY wakeups (default). ``False`` polls only, for
-            transaction-mode poolers.
+        listen: Wait for NOTIFY wakeups (default). ``False`` polls only.
         listen_dsn: Connection string for the listening connection (to listen
-            past a pooler); defaults to ``dsn``.
+            past a pooler); defaults to ``dsn`` (not with ``pooler``). It also
+            feeds the in-process ticker.
+        pooler: ``dsn`` goes through a transaction-mode pooler (PgBouncer,
+            Supavisor, RDS Proxy): no prepared statements
+            (``prepare_threshold=None`` on the batch connection), no LISTEN
+            through it (``listen_dsn`` listens past it, else the consumer polls
+            every ``poll_interval``: lower it), and an in-process ticker that
+            runs in pooler mode too unless ``listen_dsn`` feeds it. Without it
+            a pooler's symptoms end :meth:`start` with
+            :class:`~pgque.errors.PgquePoolerError`. Defaults to False.
         ticker: ``"auto"`` (default) runs an in-process :class:`~pgque.Ticker`
             unless ``pgque.config`` shows a scheduler (pg_cron, pg_timetable);
             ``True`` always, ``False`` never.
@@ -182,6 +190,7 @@ class Consumer(ConsumerSettings):
         max_slots: int | None = None,
         lease_ttl: float = 30,
         worker_id: str | None = None,
+        pooler: bool = False,
     ) -> None:
         check_source(dsn)
         self.dsn = dsn
@@ -189,14 +198,15 @@ class Consumer(ConsumerSettings):
             queue=queue, name=name, poll_interval=poll_interval, max_messages=max_messages,
             retry_after=retry_after, unknown_handler_policy=unknown_handler_policy,
             subconsumer=subconsumer, dead_interval=dead_interval,
-            # a pooled or given connection never listens (it carries the batches)
-            listen=listen and (isinstance(dsn, str) or listen_dsn is not None),
+            # a pooled or given connection never listens (it carries the batches),
+            # nor does one through a pooler
+            listen=listen and (listen_dsn is not None or (isinstance(dsn, str) and not pooler)),
             listen_dsn=listen_dsn, ticker=ticker, concurrency=concurrency,
             rate_limit=rate_limit, max_batch_time=max_batch_time,
             shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
             max_abandoned=max_abandoned, max_settle_failures=max_settle_failures,
             subscribe=subscribe, partitions=partitions, max_slots=max_slots,
-            lease_ttl=lease_ttl, worker_id=worker_id,
+            lease_ttl=lease_ttl, worker_id=worker_id, pooler=pooler,
         )  # fmt: skip
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         self._handlers: dict[str, HandlerSpec] = {}
@@ -308,6 +318,8 @@ class Consumer(ConsumerSettings):
             PgqueNotInstalledError: pgque is not installed in the database.
             ConsumerGaveUp: See ``max_settle_failures`` and ``max_abandoned``.
             PgqueConnectionError: The connection you gave broke.
+            PgquePoolerError: A transaction-mode pooler is in front, and ``pooler``
+                is not set.
         """
         self.reset()
         Runner([self], stop=self._stop, owner=self).run()

@@ -20,7 +20,9 @@ class MultiQueueConsumer:
     keeps its own handlers and options. The connection, the listener (on
     every queue), the in-process ticker and the signal handling follow the
     first consumer's options, decided on every (re)connection; the wait
-    between polls is the shortest ``poll_interval``. Setup errors and giving
+    between polls is the shortest ``poll_interval``. They share the ``pooler``
+    setting too (``pooler=True`` on each, behind a transaction-mode
+    pooler). Setup errors and giving
     up end :meth:`start` as for one consumer. It drives the consumers
     through their public ``reset()``, ``prepare(conn)`` and ``poll(conn)``.
 
@@ -33,6 +35,8 @@ class MultiQueueConsumer:
             raise ValueError("MultiQueueConsumer needs at least one consumer")
         if len({c.dsn for c in consumers}) != 1:
             raise ValueError("MultiQueueConsumer's consumers must share one dsn")
+        if len({c.pooler for c in consumers}) != 1:
+            raise ValueError("MultiQueueConsumer's consumers must share one pooler setting")
         if any(c.subconsumer is not None for c in consumers):
             raise ValueError("MultiQueueConsumer does not take cooperative subconsumers")
         self.consumers = consumers

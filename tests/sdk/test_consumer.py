@@ -140,7 +140,7 @@ def test_notify_wakes_a_waiting_consumer(
     # Its first poll found nothing (committed an empty receive); it is listening.
     waiting = (
         "select count(*) from pg_stat_activity where application_name = 'waker'"
-        " and state = 'idle' and query in ('COMMIT', 'listen \"pgque_q\"')"
+        " and state = 'idle' and (query = 'COMMIT' or query like 'listen %%')"
     )
     wait_for(lambda: one(conn, waiting) == 2 and consumer.listening, what="idle and listening")
     one(conn, "select pgque.send('q', '{}'::jsonb)")

@@ -401,6 +401,9 @@ listen {}
 -- name: unlisten
 unlisten {}
 
+-- name: notify
+notify {}
+
 -- name: vacuum
 vacuum {}
 
