@@ -59,35 +59,37 @@ def test_send_idem_takes_a_key_of_any_length(conn: psycopg.Connection[Any], queu
     big, deduped = send_idem(conn, huge)
     assert deduped is False
     assert send_idem(conn, huge) == (big, True)
-    # The event carries the key as given, whatever is stored in pgque.idem.
-    assert one(conn, "select ev_extra2 from pgque.event_template where ev_id = %s", first) == (
-        LONG_KEY
-    )
-    assert one(conn, "select ev_extra2 from pgque.event_template where ev_id = %s", big) == huge
+    # The events carry no key.
+    assert rows(conn, "select ev_extra2 from pgque.event_template") == [(None,), (None,), (None,)]
 
 
-def test_send_idem_stores_short_keys_as_given_and_long_ones_apart(
-    conn: psycopg.Connection[Any], queue: str
-) -> None:
-    """Short keys keep their stored form (claims made before an upgrade still match); the
-    digest of a long key cannot be spelled by any key, short or long."""
+def test_send_idem_stores_only_digests(conn: psycopg.Connection[Any], queue: str) -> None:
+    """pgque.idem holds a digest of every key, short or long; the digest itself, sent as
+    a key, is another key; a claim an earlier version stored as given still matches
+    once ``upgrade_schema()`` has run (as every install does)."""
     short_id, _ = send_idem(conn, "order-42")
     long_id, _ = send_idem(conn, LONG_KEY)
     stored = dict(rows(conn, "select event_id, idem_key from pgque.idem"))
-    assert stored[short_id] == "order-42"
-    digest = stored[long_id]
-    assert digest != LONG_KEY and len(digest.encode()) < 100
+    for event_id in (short_id, long_id):
+        assert stored[event_id].startswith("\x01sha256:") and len(stored[event_id]) == 72
+    assert "order-42" not in stored[short_id]
     # Sending the stored digest itself as a key is a different key.
-    spelled, deduped = send_idem(conn, digest)
+    spelled, deduped = send_idem(conn, stored[long_id])
     assert deduped is False and spelled != long_id
     assert send_idem(conn, LONG_KEY) == (long_id, True)
-    # A claim stored verbatim before this version (any short key) is still found.
+    assert send_idem(conn, "order-42") == (short_id, True)
+    # Claims stored as given by an earlier version: digested by the upgrade step.
     conn.execute(
         "insert into pgque.idem (queue_id, idem_key, event_id, expires_at)"
-        " select queue_id, 'legacy-key', 4242, now() + interval '1 hour'"
-        " from pgque.queue where queue_name = 'q'"
+        " select queue_id, k, 4242 + n, now() + interval '1 hour'"
+        " from pgque.queue, unnest(array['legacy-key', '']) with ordinality u(k, n)"
+        " where queue_name = 'q'"
     )
-    assert send_idem(conn, "legacy-key") == (4242, True)
+    assert one(conn, "select pgque.upgrade_schema()") == 1
+    assert one(conn, "select pgque.upgrade_schema()") == 0
+    assert send_idem(conn, "legacy-key") == (4243, True)
+    assert send_idem(conn, "") == (4244, True)
+    assert one(conn, "select count(*) from pgque.idem where idem_key = 'legacy-key'") == 0
 
 
 @pytest.mark.parametrize("ttl", ["1000000 years", "101 years", "-1 second", "0"])

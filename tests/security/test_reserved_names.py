@@ -88,7 +88,9 @@ def test_a_reader_cannot_open_and_finish_a_slots_batch(slotted: Conn, login_as: 
 def test_a_slots_open_batch_is_closed_only_by_its_lease_holder(
     slotted: Conn, login_as: Any
 ) -> None:
-    got = rows(slotted, "select msg_id, batch_id from pgque.receive_partitioned('ps', 'pc', 0, 2, 'A')")
+    got = rows(
+        slotted, "select msg_id, batch_id from pgque.receive_partitioned('ps', 'pc', 0, 2, 'A')"
+    )
     batch, msg = got[0][1], got[0][0]
     before = slot_position(slotted)
     reader, admin = login_as("reader"), login_as("admin")
@@ -129,8 +131,7 @@ BY_NAME = [
     ("reader", "select pgque.register_consumer('ps', 'new#1')", "invalid_argument"),
     (
         "reader",
-        f"select pgque.register_consumer_at('ps', '{SLOT}',"
-        " (select max(tick_id) from pgque.tick))",
+        f"select pgque.register_consumer_at('ps', '{SLOT}', (select max(tick_id) from pgque.tick))",
         "invalid_argument",
     ),
     ("reader", f"select pgque.subscribe('ps', '{SLOT}')", "invalid_argument"),

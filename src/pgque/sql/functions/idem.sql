@@ -5,25 +5,22 @@
 -- either sees its event (deduped) or, if it rolled back, claims the key
 -- itself. No advisory lock; the claim lives and dies with its transaction.
 --
--- Any string is a key. Keys of up to 512 bytes are stored as given, so claims
--- made by earlier versions keep matching; longer keys would not fit a btree
--- entry, so they are stored as chr(1) || 'sha256:' || their SHA-256 in hex.
--- A key that itself starts with that prefix is hashed too: no key stored as
--- given can take a digest's form, and two keys share a stored form only if
--- SHA-256 collides.
+-- Any string is a key. pgque.idem keeps only its digest, chr(1) || 'sha256:'
+-- || its SHA-256 in hex (PostgreSQL's own sha256(), no extension), and the
+-- event carries no key (ev_extra2 is NULL): keys can carry business
+-- identifiers, every reader reads every event, and deduplication needs the
+-- digest alone. Earlier versions kept keys of up to 512 bytes as given, and
+-- in ev_extra2; upgrade_schema() replaces the stored ones by their digests,
+-- so their claims keep matching (the events they sent keep their ev_extra2
+-- until rotation drops them).
 
 -- Internal: how a key is stored in pgque.idem (see above).
 create or replace function pgque._idem_stored_key(i_key text)
 returns text
 language sql immutable parallel safe
 as $$
-    select case
-        when pg_catalog.octet_length(i_key) <= 512
-             and not pg_catalog.starts_with(i_key, pg_catalog.chr(1) || 'sha256:')
-        then i_key
-        else pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
-                 pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
-    end
+    select pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
+               pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
 $$;
 
 -- Internal: the body of both send_idem overloads.
@@ -78,7 +75,7 @@ begin
         return;
     end if;
     event_id := pgque._insert_event(i_queue, v_id, pg_catalog.now(), null, null, i_type, i_payload,
-                                    i_partition_key, i_idem_key, null, null);
+                                    i_partition_key, null, null, null);
     deduped := false;
 end
 $$;
@@ -96,7 +93,7 @@ begin
 end
 $$;
 comment on function pgque.send_idem(text, text, text, text, interval, text) is
-    'Sends a verbatim text message once per idempotency key within i_ttl (key in ev_extra2, partition key in ev_extra1). Returns (event_id, deduped).';
+    'Sends a verbatim text message once per idempotency key within i_ttl (only the key''s digest is kept; partition key in ev_extra1). Returns (event_id, deduped).';
 
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,

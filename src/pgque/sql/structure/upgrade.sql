@@ -53,13 +53,15 @@ begin
         v_fixes := v_fixes + 1;
     end if;
 
-    -- Idempotency keys over 512 bytes are stored as a digest now
-    -- (_idem_stored_key, inlined: it may not exist yet), so that claims made
-    -- under an earlier version keep matching.
+    -- Idempotency keys are stored as their digest only now (idem.sql;
+    -- _idem_stored_key inlined: it may not exist yet), so that claims made
+    -- under an earlier version keep matching. Earlier versions stored a key
+    -- as given unless it was over 512 bytes or started with the digests'
+    -- prefix: a row not of a digest's exact form is a key as given.
     update pgque.idem
        set idem_key = pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
                pg_catalog.sha256(pg_catalog.convert_to(idem_key, 'UTF8')), 'hex')
-     where pg_catalog.octet_length(idem_key) > 512;
+     where idem_key !~ ('^' || pg_catalog.chr(1) || 'sha256:[0-9a-f]{64}$');
     if found then
         v_fixes := v_fixes + 1;
     end if;
