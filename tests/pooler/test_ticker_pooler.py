@@ -105,13 +105,17 @@ def test_without_the_option_the_ticker_stops_naming_it(
 ) -> None:
     ticker = pgque.Ticker(pooled).start()
     tickers.append(ticker)
+    ticks = (
+        "select count(*) from pgque.tick"
+        " where tick_queue = (select queue_id from pgque.queue where queue_name = 'q')"
+    )
     for n in range(20):  # events to tick: its statements repeat and get prepared
+        before = one(conn, ticks)
         one(conn, "select pgque.send('q', %s::text::jsonb)", str(n))
+        wait_for(lambda before=before: ticker.failure is not None or one(conn, ticks) > before,
+                 timeout=10, what="a tick or the failure")  # fmt: skip
         if ticker.failure is not None:
             break
-        wait_for(lambda: ticker.failure is not None or one(
-            conn, "select count(*) from pgque.tick where tick_queue = (select queue_id"
-                  " from pgque.queue where queue_name = 'q')") > n + 1, timeout=10)  # fmt: skip
     wait_for(lambda: ticker.failure is not None, timeout=15, what="the ticker's failure")
     assert isinstance(ticker.failure, pgque.PgquePoolerError)
     assert "pooler=True" in str(ticker.failure)
