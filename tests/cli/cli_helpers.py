@@ -73,3 +73,17 @@ def one_error_line(run: Run) -> str:
     assert len(lines) == 1, run.stderr
     assert lines[0].startswith("pgque: "), lines[0]
     return lines[0]
+
+
+def run(*args: str, dsn: str | None, input: str | None = None, timeout: float = 120) -> Run:
+    """Run the real ``pgque ARGS`` command (``python -m pgque.cli``) as a child process."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pgque.cli", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=child_env(dsn),
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)

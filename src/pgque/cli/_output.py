@@ -13,6 +13,7 @@ from typing import IO, Any, cast
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 __all__ = [
     "as_dicts",
@@ -70,8 +71,11 @@ class _TrimmedLines:
 
 
 def _console(stream: Any) -> Console:
+    """A console that prints strings as text: queue names, payloads and hints such as
+    ``pip install '.[web]'`` hold brackets and colons that rich would read as markup
+    or emoji codes. Styles come only from :class:`rich.text.Text` objects."""
     file = stream if _is_terminal(stream) else cast("IO[str]", _TrimmedLines(stream))
-    return Console(file=file, highlight=False, width=_width(stream))
+    return Console(file=file, highlight=False, markup=False, emoji=False, width=_width(stream))
 
 
 def out() -> Console:
@@ -167,7 +171,6 @@ def worst(statuses: Iterator[str] | Sequence[str]) -> str:
     return result
 
 
-def styled(status: str) -> str:
-    """``status`` in rich markup, coloured by health."""
-    style = STATUS_STYLE.get(status)
-    return f"[{style}]{status}[/]" if style else status
+def styled(status: str) -> Text:
+    """``status`` as text coloured by health."""
+    return Text(status, style=STATUS_STYLE.get(status, ""))

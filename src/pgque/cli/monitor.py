@@ -164,18 +164,18 @@ def consumers_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def _check_line(row: dict[str, Any]) -> Text:
-    return Text.from_markup(
-        f"{styled(row['status'])}  {row['queue_name']}/{row['check_name']}: ", emoji=False
-    ).append(str(row["detail"]))
+    return Text.assemble(
+        styled(row["status"]), f"  {row['queue_name']}/{row['check_name']}: ", str(row["detail"])
+    )
 
 
 def render_status(data: dict[str, Any]) -> Group:
     """The text of ``pgque status``: versions, scheduler and jobs, queues, consumers, health."""
     cron = data["pg_cron_version"]
-    header = Text.from_markup(
-        f"[bold]pgque {data['pgque_version']}[/] | PostgreSQL {data['postgresql_version']}"
+    header = Text.assemble(
+        (f"pgque {data['pgque_version']}", "bold"),
+        f" | PostgreSQL {data['postgresql_version']}"
         f" | {'pg_cron ' + cron if cron else 'no pg_cron'} | database {data['database']}",
-        emoji=False,
     )
     system = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_header=False)
     system.add_column(no_wrap=True)
@@ -202,9 +202,8 @@ def render_status(data: dict[str, Any]) -> Group:
     problems = [r for r in data["health"] if r["status"] != "ok"]
     summary = styled(data["worst"])
     parts.append(
-        Text.from_markup(
-            f"Health: {summary} ({len(data['health'])} checks, {len(problems)} not ok)",
-            emoji=False,
+        Text.assemble(
+            "Health: ", summary, f" ({len(data['health'])} checks, {len(problems)} not ok)"
         )
     )
     # The system rows are shown under System already.
@@ -407,9 +406,9 @@ def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> Non
         sample = _sample(client, queue)
         initial = max(int(sample["depth"]), 1)
         progress = Progress(
-            TextColumn(f"draining {queue}"),
+            TextColumn("draining " + queue.replace("{", "{{").replace("}", "}}"), markup=False),
             DrainBar(),
-            TextColumn("{task.fields[depth]} left"),
+            TextColumn("{task.fields[depth]} left", markup=False),
             TimeElapsedColumn(),
             console=err(),
             transient=True,

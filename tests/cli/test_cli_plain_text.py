@@ -1,0 +1,67 @@
+"""Names and hints are printed as text, never read as rich markup (issue 34, item 1).
+
+Each test runs the real ``pgque`` command, as a user or a probe would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+import psycopg
+import pytest
+from cli_helpers import run
+
+from _engine import one
+from pgque.cli import ExitCode
+from pgque.cli._output import err
+from pgque.cli.web import WEB_EXTRA_HINT
+
+NAMES = ["jobs[eu]", "a[/]b", "[bold]x", "x:smile:", "q[red]z[/red]"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_queue_names_with_brackets_are_printed_as_given(db: str, name: str) -> None:
+    created = run("create-queue", name, dsn=db)
+    assert created.code == ExitCode.OK, created.stderr
+    assert created.stdout == f"created queue {name!r}\n"
+    listed = run("queues", dsn=db)
+    assert listed.code == ExitCode.OK, listed.stderr
+    assert name in listed.stdout
+    status = run("status", dsn=db)
+    assert status.code == ExitCode.OK, status.stderr
+    assert name in status.stdout
+    dropped = run("drop-queue", name, dsn=db)
+    assert dropped.code == ExitCode.OK, dropped.stderr
+    assert dropped.stdout == f"dropped queue {name!r}\n"
+
+
+def test_status_and_queues_keep_working_beside_such_a_queue(
+    db: str, conn: psycopg.Connection[Any]
+) -> None:
+    for name in ("a[/]b", "jobs[eu]", "jobs"):
+        one(conn, "select pgque.create_queue(%s)", name)
+    one(conn, "select pgque.subscribe('a[/]b', 'c[/]d')")
+    listed = run("queues", dsn=db)
+    assert listed.code == ExitCode.OK, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert sorted(names) == ["a[/]b", "jobs", "jobs[eu]"]
+    consumers = run("consumers", dsn=db)
+    assert consumers.code == ExitCode.OK, consumers.stderr
+    assert "c[/]d" in consumers.stdout
+    for args in (("status",), ("status", "--json"), ("depth", "a[/]b"), ("dlq", "a[/]b")):
+        done = run(*args, dsn=db)
+        assert done.code == ExitCode.OK, (args, done.stderr)
+    sent = run("send", "jobs[eu]", '{"x": "[bold]y"}', dsn=db)
+    assert sent.code == ExitCode.OK, sent.stderr
+    assert "queue 'jobs[eu]' has no consumers" in sent.stderr
+
+
+def test_the_web_extra_hint_keeps_its_brackets() -> None:
+    # What the demo prints without the web extra.
+    assert "'.[web]'" in WEB_EXTRA_HINT
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer):
+        err().print(f"no web console: {WEB_EXTRA_HINT}")
+    assert "'.[web]'" in buffer.getvalue()
