@@ -73,6 +73,10 @@ async def _body(request: Request, queue: str) -> dict[str, Any]:
         body = json.loads(raw) if raw.strip() else {}
     except ValueError as exc:
         raise HttpError(400, f"the body is not JSON ({exc}) (queue {queue!r})") from None
+    except RecursionError:
+        raise HttpError(
+            400, f"the body's JSON is nested too deeply: send a flat object (queue {queue!r})"
+        ) from None
     if not isinstance(body, dict):
         raise HttpError(400, f"the body must be a JSON object, got {raw[:80]!r} (queue {queue!r})")
     return body

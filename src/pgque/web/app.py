@@ -8,6 +8,7 @@ the name percent-encoded as one path segment
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -32,9 +33,11 @@ from pgque.errors import (
     PgqueQueueNotFound,
 )
 from pgque.web import formatting
-from pgque.web.security import CSRF_COOKIE, ConsoleSettings, Guard, csrf_token
+from pgque.web.security import CSRF_COOKIE, ConsoleSettings, Guard, RequestTooLarge, csrf_token
 
 __all__ = ["Console", "HttpError", "create_app"]
+
+log = logging.getLogger("pgque.web")
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -52,6 +55,8 @@ def http_error(error: Exception) -> HttpError:
     """The HTTP status and message of an error met while serving a request."""
     if isinstance(error, HttpError):
         return error
+    if isinstance(error, RequestTooLarge):
+        return HttpError(413, str(error))
     if isinstance(error, (PgqueQueueNotFound, PgqueMessageNotFound)):
         return HttpError(404, str(error))
     if isinstance(error, PgqueInvalidArgument):
@@ -62,7 +67,9 @@ def http_error(error: Exception) -> HttpError:
         return HttpError(503, f"cannot reach the database: {str(error).strip()}")
     if isinstance(error, PgqueError) and error.sqlstate == "42501":
         return HttpError(403, f"the database role may not do this: {error}")
-    return HttpError(500, f"{type(error).__name__}: {error}")
+    # A bug: the traceback goes to the log, the client learns nothing of the code.
+    log.error("unexpected error while serving a request", exc_info=error)
+    return HttpError(500, "internal error: the console's log has the details")
 
 
 class Console:
@@ -117,7 +124,12 @@ def queue_route(request: Request, prefix: str) -> tuple[str, str]:
     path = raw.decode("latin-1").split("?", 1)[0]
     rest = path[len(prefix) :].lstrip("/")
     name, _, tail = rest.partition("/")
-    queue = unquote(name, errors="strict")
+    try:
+        queue = unquote(name, errors="strict")
+    except UnicodeDecodeError:
+        raise HttpError(
+            400, f"the queue name in the URL, {name!r}, is not percent-encoded UTF-8"
+        ) from None
     if not queue:
         raise HttpError(404, "no queue named in the URL: the overview lists the queues")
     return queue, tail.strip("/")

@@ -111,7 +111,7 @@ async def _dead_letters_page(console: Console, request: Request, queue: str) -> 
 async def _confirm_page(console: Console, request: Request, queue: str) -> Response:
     params = request.query_params
     action = params.get("action", "")
-    ids = writes.int_ids(params.getlist("id"), queue) if action == "replay" else []
+    ids = writes.int_ids(params.getlist("id"), queue, "id") if action == "replay" else []
     older_than = params.get("older_than", "30d") if action == "purge" else ""
     seconds = duration_seconds(older_than, "older_than") if action == "purge" else 0.0
     async with console.client() as client:
@@ -149,7 +149,7 @@ async def _write(console: Console, request: Request, queue: str, action: str) ->
         )
     if action == "replay" and (form.get("all") or [""])[0] == "1":
         action = "replay-all"
-    ids = writes.int_ids(form.get("id"), queue) if action == "replay" else []
+    ids = writes.int_ids(form.get("id"), queue, "id") if action == "replay" else []
     async with console.client() as client:
         refusal = await writes.may(client, console.settings.allow_writes, action)
         if refusal is not None:

@@ -9,6 +9,9 @@
   without a CORS preflight the console never grants.
 - On a loopback address only loopback host names are answered (no DNS
   rebinding), and every response forbids scripts, framing and sniffing.
+- A request body larger than ``max_body_bytes`` is refused (413) before it
+  is read: by its ``Content-Length``, or, sent in chunks, as soon as it
+  passes the bound.
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pgque.errors import PgqueInvalidArgument
+
 __all__ = [
     "CSRF_COOKIE",
     "ConsoleSettings",
     "Guard",
+    "RequestTooLarge",
     "csrf_token",
     "loopback_hosts",
     "valid_csrf",
@@ -54,6 +60,20 @@ class ConsoleSettings:
         password: Basic-auth password.
         allowed_hosts: Host names answered (None: any), e.g. :func:`loopback_hosts`.
         secret: Key of the CSRF tokens (random per start unless given).
+        max_body_bytes: Largest request body read (larger ones: 413, unread).
+        request_timeout: Seconds a client has to send a whole request (its
+            headers and body), counted from the connection or from the end
+            of the previous response; a connection idle or slower than that
+            is closed.
+        lag_warning: Seconds behind at which a consumer with pending events
+            gets a warning badge (shown beside the badge).
+        refresh_seconds: The overview and queue pages reload themselves this
+            often (0: never).
+
+    Raises:
+        PgqueInvalidArgument: A user without a non-empty password or a
+            password without a user (as ``pgque web`` refuses them), or a
+            bound that is not positive.
     """
 
     dsn: str
@@ -62,11 +82,40 @@ class ConsoleSettings:
     password: str | None = None
     allowed_hosts: list[str] | None = None
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    max_body_bytes: int = 1 << 20
+    request_timeout: float = 10.0
+    lag_warning: float = 300.0
+    refresh_seconds: int = 10
+
+    def __post_init__(self) -> None:
+        if bool(self.user) != bool(self.password):
+            raise PgqueInvalidArgument(
+                "basic auth needs both a user and a non-empty password: give both, or"
+                " neither (and then no credentials are asked for)"
+            )
+        for name in ("max_body_bytes", "request_timeout", "lag_warning"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not value > 0:
+                raise PgqueInvalidArgument(f"{name} must be a positive number, got {value!r}")
+        if isinstance(self.refresh_seconds, bool) or not self.refresh_seconds >= 0:
+            raise PgqueInvalidArgument(
+                f"refresh_seconds must be 0 (never) or more, got {self.refresh_seconds!r}"
+            )
 
     @property
     def auth_required(self) -> bool:
         """Whether basic auth is on."""
         return bool(self.user) and bool(self.password)
+
+
+class RequestTooLarge(Exception):
+    """A request body passed ``max_body_bytes`` while it was read (answered 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the request body is larger than {limit} bytes, the most this console reads"
+        )
+        self.limit = limit
 
 
 def loopback_hosts(host: str) -> list[str] | None:
@@ -113,7 +162,23 @@ class Guard:
         new_cookie = None if cookie else secrets.token_urlsafe(24)
         if new_cookie:
             scope.setdefault("state", {})["csrf_cookie"] = new_cookie
-        await self.app(scope, receive, self._with_headers(send, new_cookie))
+        await self.app(scope, self._bounded(receive), self._with_headers(send, new_cookie))
+
+    def _bounded(self, receive: Receive) -> Receive:
+        """``receive`` that raises :class:`RequestTooLarge` once the body passes the bound."""
+        limit = self.settings.max_body_bytes
+        seen = 0
+
+        async def receiving() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise RequestTooLarge(limit)
+            return message
+
+        return receiving
 
     def _refusal(self, headers: Headers) -> PlainTextResponse | None:
         allowed = self.settings.allowed_hosts
@@ -130,6 +195,16 @@ class Guard:
                 "authentication required: give the console's user and password",
                 status_code=401,
                 headers={"WWW-Authenticate": 'Basic realm="pgque", charset="UTF-8"'},
+            )
+        length = headers.get("content-length")
+        limit = self.settings.max_body_bytes
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            # Refused unread; the connection is closed, so the body never is.
+            return PlainTextResponse(
+                f"the request body is larger than {self.settings.max_body_bytes} bytes, the"
+                " most this console reads",
+                status_code=413,
+                headers={"Connection": "close"},
             )
         return None
 

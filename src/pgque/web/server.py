@@ -1,19 +1,76 @@
 """Running the console: uvicorn on a socket bound before it starts (so a taken port
-is an error at once, and port 0 picks a free one), blocking or in a thread."""
+is an error at once, and port 0 picks a free one), blocking or in a thread.
+
+uvicorn closes an idle keep-alive connection, but not one that never finishes
+its request: :class:`DeadlineH11Protocol` gives every request a deadline
+(``ConsoleSettings.request_timeout``) from the connection, or from the end of
+the previous response, to the last byte of its body, and closes the
+connection when it passes, so slow or silent clients cannot hold sockets.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pgque.web.app import create_app
 from pgque.web.security import ConsoleSettings
 
-__all__ = ["RunningConsole", "bind", "serve", "start_in_thread"]
+__all__ = ["DeadlineH11Protocol", "RunningConsole", "bind", "serve", "start_in_thread"]
+
+
+class DeadlineH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on reading each request."""
+
+    #: Seconds a client has to send a whole request (set per server by :func:`_server`).
+    request_timeout = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Start the first request's deadline."""
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Drop the deadline with the connection."""
+        self._disarm()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        """Read what arrived; a request read whole stops its deadline."""
+        super().handle_events()
+        if self._deadline is not None and self.conn.their_state in (h11.DONE, h11.MUST_CLOSE):
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        """The next request on this connection gets a deadline of its own."""
+        self._arm()  # before: a pipelined request read by the call below stops it again
+        super().on_response_complete()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -42,9 +99,13 @@ def url_of(sock: socket.socket) -> str:
 
 
 def _server(settings: ConsoleSettings) -> uvicorn.Server:
-    config = uvicorn.Config(
-        create_app(settings), log_level="warning", lifespan="on", access_log=False
+    protocol = type(
+        "ConsoleH11Protocol", (DeadlineH11Protocol,), {"request_timeout": settings.request_timeout}
     )
+    config = uvicorn.Config(
+        create_app(settings), log_level="warning", lifespan="on", access_log=False,
+        http=protocol, timeout_keep_alive=max(1, min(5, int(settings.request_timeout))),
+    )  # fmt: skip
     return uvicorn.Server(config)
 
 

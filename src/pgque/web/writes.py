@@ -17,7 +17,11 @@ from pgque.records import WritePrivileges
 from pgque.web import data
 from pgque.web.formatting import duration_seconds
 
-__all__ = ["ACTIONS", "Action", "may", "offered", "run_action"]
+__all__ = ["ACTIONS", "MAX_IDS", "Action", "int_ids", "may", "offered", "run_action"]
+
+#: Most dead letters one request replays by id (more: page them, or replay all).
+MAX_IDS = 1000
+_MAX_ID = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -61,22 +65,33 @@ async def may(client: AsyncPgqueClient, allow_writes: bool, action_name: str) ->
     return None
 
 
-def int_ids(values: Any, queue: str) -> list[int]:
-    """Dead-letter ids from a form or a JSON body; a clear error for anything else."""
+def int_ids(values: Any, queue: str, field: str = "ids") -> list[int]:
+    """Dead-letter ids from a form or a JSON body: 1 to :data:`MAX_IDS` whole numbers
+    from 1 to 2^63-1 (JSON integers or digit strings); a clear error, naming
+    ``field``, for anything else."""
     if not isinstance(values, list) or not values:
         raise PgqueInvalidArgument(
-            f"give the dead letters to replay as a non-empty list of ids (queue {queue!r})"
+            f"{field}: give the dead letters to replay as a non-empty list of ids (queue {queue!r})"
+        )
+    if len(values) > MAX_IDS:
+        raise PgqueInvalidArgument(
+            f"{field}: at most {MAX_IDS} dead letters per request, got {len(values)}: replay"
+            f" them in pages of {MAX_IDS}, or replay all (queue {queue!r})"
         )
     ids = []
     for value in values:
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            ids.append(int(value))
-        except (TypeError, ValueError):
+        number = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+            number = int(value.strip())
+        if number is None or not 1 <= number <= _MAX_ID:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
             raise PgqueInvalidArgument(
-                f"dead-letter ids are whole numbers, got {value!r} (queue {queue!r})"
-            ) from None
+                f"{field}: dead-letter ids are whole numbers from 1 to 2^63-1, got {shown}"
+                f" (queue {queue!r})"
+            )
+        ids.append(number)
     return ids
 
 
