@@ -56,7 +56,8 @@ class CliError(click.ClickException):
 
 
 _HINTS: dict[str, str] = {
-    "consumers_attached": "unsubscribe its consumers first, or run again with --force",
+    "consumers_attached": "unsubscribe its consumers first (`pgque unsubscribe QUEUE CONSUMER`),"
+    " or run again with --force",
     "scheduler_missing": "run `pgque ticker` instead (no pg_cron needed), or install pg_cron",
     "scheduler_too_old": "upgrade pg_cron, or run `pgque ticker` instead",
     "not_owner": "connect as the owner of schema pgque or a superuser",

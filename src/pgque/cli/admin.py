@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 
 import click
 
@@ -13,7 +14,7 @@ from pgque.cli._output import emit_json, format_seconds, out, plural
 from pgque.cli._session import require_queue, session
 from pgque.cli._types import Duration, KeyValue
 from pgque.client import PgqueClient
-from pgque.errors import PgqueInvalidArgument
+from pgque.errors import PgqueInvalidArgument, PgqueOperationRefused
 
 __all__ = ["COMMANDS"]
 
@@ -29,25 +30,102 @@ __all__ = ["COMMANDS"]
     help="A queue setting, KEY=VALUE (repeatable): max_retries, ticker_max_count,"
     " ticker_max_lag, ticker_idle_period, rotation_period, ticker_paused, ...",
 )
+@click.option(
+    "-c",
+    "--consumer",
+    "consumers",
+    metavar="NAME",
+    multiple=True,
+    help="Subscribe this consumer too (repeatable), in the same transaction. Events sent"
+    " before any consumer subscribes are received by nobody.",
+)
 @json_option
-def create_queue_cmd(name: str, options: tuple[tuple[str, str], ...], as_json: bool) -> None:
+def create_queue_cmd(
+    name: str, options: tuple[tuple[str, str], ...], consumers: tuple[str, ...], as_json: bool
+) -> None:
     """Create queue NAME (pgque.create_queue); an existing one gets the options applied.
 
-    The queue and its options are one transaction: a bad option creates nothing.
+    The queue, its options and its --consumer subscriptions are one
+    transaction: a bad option or consumer name creates nothing.
     """
     settings = dict(options)
+    subscribed: dict[str, bool] = {}
     with session() as client:
+        queue_done = False
         try:
-            created = bool(client.create_queue(name, settings))
+            with client.conn.transaction():
+                created = bool(client.create_queue(name, settings))
+                queue_done = True
+                for consumer in consumers:
+                    subscribed[consumer] = bool(client.subscribe(name, consumer))
         except PgqueInvalidArgument as exc:
+            if queue_done:
+                raise  # a consumer's name, said as it is: nothing was created
             raise _option_error(client, name, settings, exc) from exc
     if as_json:
-        emit_json({"queue": name, "created": created, "options": settings})
+        emit_json(
+            {"queue": name, "created": created, "options": settings}
+            | ({"subscribed": subscribed} if consumers else {})
+        )
         return
+    console = out()
     if created:
-        out().print(f"created queue {name!r}")
+        console.print(f"created queue {name!r}")
     else:
-        out().print(f"queue {name!r} exists" + ("; options applied" if settings else ""))
+        console.print(f"queue {name!r} exists" + ("; options applied" if settings else ""))
+    for consumer, new in subscribed.items():
+        console.print(_subscribed_text(name, consumer, new))
+
+
+def _subscribed_text(queue: str, consumer: str, new: bool) -> str:
+    if new:
+        return f"subscribed consumer {consumer!r} to queue {queue!r}"
+    return f"consumer {consumer!r} was subscribed to queue {queue!r} already"
+
+
+@command("subscribe")
+@click.argument("queue")
+@click.argument("consumer")
+@json_option
+def subscribe_cmd(queue: str, consumer: str, as_json: bool) -> None:
+    """Subscribe CONSUMER to QUEUE (pgque.subscribe): it receives the events that no
+    tick has covered yet and every later one.
+
+    Run it before sending: an event sent while a queue has no consumer is
+    received by nobody. Harmless when CONSUMER is subscribed already.
+    """
+    with session() as client:
+        require_queue(client, queue)
+        new = bool(client.subscribe(queue, consumer))
+    if as_json:
+        emit_json({"queue": queue, "consumer": consumer, "subscribed": new})
+        return
+    text = _subscribed_text(queue, consumer, new)
+    out().print(text + (": it receives the events sent from now on" if new else ""))
+
+
+@command("unsubscribe")
+@click.argument("queue")
+@click.argument("consumer")
+@json_option
+def unsubscribe_cmd(queue: str, consumer: str, as_json: bool) -> None:
+    """Unsubscribe CONSUMER from QUEUE (pgque.unsubscribe): the events it has not
+    finished are dropped for it (other consumers keep theirs).
+
+    Harmless when CONSUMER is not subscribed.
+    """
+    with session() as client:
+        require_queue(client, queue)
+        removed = bool(client.unsubscribe(queue, consumer))
+    if as_json:
+        emit_json({"queue": queue, "consumer": consumer, "unsubscribed": removed})
+    elif removed:
+        out().print(
+            f"unsubscribed consumer {consumer!r} from queue {queue!r}:"
+            " the events it had not finished are dropped for it"
+        )
+    else:
+        out().print(f"consumer {consumer!r} was not subscribed to queue {queue!r}: nothing done")
 
 
 def _option_names(client: PgqueClient) -> list[str]:
@@ -83,7 +161,20 @@ def _option_error(
 def drop_queue_cmd(queue: str, force: bool, as_json: bool) -> None:
     """Drop QUEUE with its events and dead letters (--force if it has consumers)."""
     with session() as client:
-        client.drop_queue(queue, force=force)
+        try:
+            client.drop_queue(queue, force=force)
+        except PgqueOperationRefused as exc:
+            names = [c.consumer_name for c in client.consumer_stats(queue)]
+            if exc.code != "consumers_attached" or not names:
+                raise
+            q = shlex.quote(queue)
+            noun = "consumers" if len(names) > 1 else "consumer"
+            raise CliError(
+                f"queue {queue!r} has {noun} {', '.join(names)}:"
+                f" unsubscribe them first (`pgque unsubscribe {q} {shlex.quote(names[0])}`),"
+                " or run again with --force (which unsubscribes them)",
+                ExitCode.REFUSED,
+            ) from exc
     if as_json:
         emit_json({"queue": queue, "dropped": True})
     else:
@@ -194,6 +285,8 @@ def purge_dlq_cmd(queue: str, older_than: float | None, as_json: bool) -> None:
 
 COMMANDS = [
     create_queue_cmd,
+    subscribe_cmd,
+    unsubscribe_cmd,
     drop_queue_cmd,
     pause_cmd,
     resume_cmd,
