@@ -7,6 +7,7 @@ The committed sync modules must be what the tool generates now (CI runs
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -146,3 +147,14 @@ def test_an_elif_after_if_async_is_refused() -> None:
     source = "from pgque._acompat import ASYNC\nif ASYNC:\n    x = 1\nelif True:\n    x = 2\n"
     with pytest.raises(tool.GenerateError, match="plain else"):
         tool.generate(source, "src/pgque/_sample.py", "src/pgque/sample.py")
+
+
+def test_the_test_extra_installs_what_these_tests_run() -> None:
+    """The README's `pip install -e '.[test]' && python -m pytest` runs this file on a
+    fresh machine: the tool formats with ruff, so the test extra must install it."""
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"^test = \[(.*?)^\]", text, re.S | re.M)
+    assert block is not None
+    names = {re.split(r"[\[<>=~;! ]", item)[0] for item in re.findall(r'"([^"]+)"', block[1])}
+    assert "ruff" in names, sorted(names)
+    assert tool._ruff_command()[-1].endswith("ruff")
