@@ -205,3 +205,41 @@ def test_concurrent_installs_into_two_databases_create_roles_once(
             pgque.uninstall(conn)
             conn.execute(f"drop owned by {', '.join(ROLES)}")
         admin.execute(f"drop role {', '.join(ROLES)}")
+
+
+@pytest.mark.concurrency
+@pytest.mark.slow
+def test_installs_beside_queue_ddl_never_deadlock(db: str, connect_to: ConnectTo) -> None:
+    """Queue DDL and the install both rewrite the routers; each takes the same
+    coordination row first, so whichever starts first, the other waits for it."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    done = [0]
+
+    def churn(worker: int) -> None:
+        conn = connect_to(db)
+        i = 0
+        while not stop.is_set():
+            name = f"ddl_{worker}_{i}"
+            try:
+                conn.execute("select pgque.create_queue(%s)", (name,))
+                conn.execute("select pgque.drop_queue(%s)", (name,))
+                done[0] += 1
+            except psycopg.Error as exc:
+                errors.append(exc)
+                return
+            i += 1
+
+    workers = [threading.Thread(target=churn, args=(w,)) for w in range(3)]
+    for worker in workers:
+        worker.start()
+    try:
+        installer_conn = connect_to(db)
+        for _ in range(4):
+            assert pgque.install(installer_conn) == pgque.__version__
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join(60)
+    assert errors == []
+    assert done[0] > 0

@@ -397,12 +397,9 @@ def idle_ticker_cpu(dsn: str, seconds: float) -> dict[str, float]:
                 raise BenchmarkError("latency: the idle Ticker did not take the lead in 10 s")
             time.sleep(0.05)
         with connect(dsn) as conn:
-            row = conn.execute(
-                "select pid from pg_locks where locktype = 'advisory' and granted"
-                " and objid = (pgque.ticker_lock_key() & 4294967295)::oid"
-            ).fetchone()
+            row = conn.execute("select pid from pgque.ticker_leader() where active").fetchone()
         if row is None:
-            raise BenchmarkError("latency: no backend holds the ticker lock")
+            raise BenchmarkError("latency: no backend leads through the ticker lease")
         time.sleep(1.0)
         proc0, backend0 = time.process_time(), _backend_cpu(row[0])
         time.sleep(seconds)

@@ -110,11 +110,8 @@ def test_two_tickers_one_leader_and_clean_handover(
     _, err = second.communicate(timeout=30)
     assert second.returncode == ExitCode.OK, err
     assert "pgque ticker stopped" in err
-    holders = (
-        "select count(*) from pg_locks where locktype = 'advisory'"
-        " and objid = (pgque.ticker_lock_key() & 4294967295)::oid"
-    )
-    assert one(conn, holders) == 0
+    # Both resigned: nobody leads.
+    assert one(conn, "select active from pgque.ticker_leader()") is False
 
 
 def test_ticker_needs_a_database(empty_db: str) -> None:

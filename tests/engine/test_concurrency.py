@@ -802,8 +802,9 @@ def test_ticker_waits_for_a_ticker_held_open(conn: Conn, connect: Connect) -> No
         try:
             call = pool.submit(tick, waiter)
             locks = wait_until_blocked(observer, waiter_pid, call, holder.info.backend_pid)
-            assert ("advisory", "ExclusiveLock") in locks
-            assert wait_event(observer, waiter_pid) == ("Lock", "advisory")
+            # The queue's row of pgque.tick_lock, locked FOR UPDATE by the holder.
+            assert ("transactionid", "ShareLock") in locks
+            assert wait_event(observer, waiter_pid) == ("Lock", "transactionid")
             # Committed while the second ticker waits: invisible to the first tick.
             during, during_xid = insert_autocommit(conn, "committed while the ticker waits")
             assert not call.done()

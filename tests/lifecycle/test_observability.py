@@ -619,7 +619,7 @@ def test_system_rows_without_a_scheduler_judge_by_evidence(conn: Conn, connect: 
     checks = health(conn)
     assert checks["system", "pg_cron_ticker"] == (
         "ok",
-        "no scheduled ticker job and no session holds the ticker lock; every queue ticked on time",
+        "no scheduled ticker job and no ticker leads; every queue ticked on time",
     )
     assert checks["system", "pg_cron_maint"] == (
         "ok",
@@ -633,15 +633,17 @@ def test_system_rows_without_a_scheduler_judge_by_evidence(conn: Conn, connect: 
     conn.execute("update pgque.event_1_0 set ev_time = ev_time - interval '10 minutes'")
     assert health(conn)["system", "pg_cron_ticker"] == (
         "warning",
-        "no ticker job is scheduled, no session holds the ticker lock, and 1 queue is late:"
+        "no ticker job is scheduled, no ticker leads, and 1 queue is late:"
         " run pgque.start() or pgque.start_timetable(), run a pgque ticker,"
         " or call pgque.ticker() yourself",
     )
     ticker = connect()
-    one(ticker, "select pg_advisory_lock(pgque.ticker_lock_key())")
-    assert health(conn)["system", "pg_cron_ticker"] == (
-        "ok",
-        f"no scheduled ticker job; a ticker holds the ticker lock (pid {ticker.info.backend_pid})",
+    ticker.execute("set application_name = 'my ticker'")
+    one(ticker, "select pgque.ticker_lead('mine', '1 hour')")
+    status, detail = health(conn)["system", "pg_cron_ticker"]
+    assert status == "ok"
+    assert detail.startswith(
+        f"no scheduled ticker job; a ticker leads: my ticker (pid {ticker.info.backend_pid}) since "
     )
 
     one(conn, "select pgque.subscribe('q', 'c')")

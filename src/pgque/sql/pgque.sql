@@ -5967,7 +5967,7 @@ begin
         command := 'CALL pgque.ticker_loop()';
     else
         -- 58 s from the start of each minute: a run ends before the next
-        -- one starts. (A late run would only idle on the ticker lock.)
+        -- one starts. (A late run would only idle on the ticker lease.)
         schedule := '* * * * *';
         command := 'CALL pgque.ticker_loop_for(58)';
     end if;
