@@ -45,6 +45,7 @@ from pgque.errors import (
     pooler_error,
     pooler_symptom,
 )
+from pgque.otel import error_type
 
 if TYPE_CHECKING:
     from pgque._dispatch import Outcome
@@ -65,6 +66,7 @@ __all__ = [
     "config_unreadable",
     "connection_lost",
     "describe",
+    "handler_failed_reason",
     "is_connection_error",
     "recover",
     "retry_delay",
@@ -211,6 +213,22 @@ def settle_refused(
     log.error("consumer %s: nack of msg_id=%s refused (%s); dead-lettering it",
               name, msg.msg_id, describe(exc))  # fmt: skip
     text = f"nack failed: {describe(exc)}" + (f" (nack reason: {reason})" if reason else "")
+    return text.replace("\x00", "")
+
+
+_REASON_LIMIT = 1000
+"""Characters of a handler's error kept in a dead letter's reason."""
+
+
+def handler_failed_reason(exc: BaseException, msg: Message) -> str:
+    """The reason a nack after a handler's error carries: the dead letter's reason once
+    the message has used its retries (a nack that retries stores none), naming the
+    error of the last attempt."""
+    attempts = (msg.retry_count or 0) + 1
+    error = f"{error_type(exc)}: {describe(exc)}"
+    if len(error) > _REASON_LIMIT:
+        error = error[: _REASON_LIMIT - 1] + "\u2026"
+    text = f"max retries exceeded after {attempts} attempts; last error: {error}"
     return text.replace("\x00", "")
 
 

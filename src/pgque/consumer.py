@@ -541,7 +541,7 @@ class Consumer(ConsumerSettings):
             if conn is not None and conn.closed:  # the batch is gone: no further handler
                 raise policy.connection_lost(exc) from exc
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
-            return Outcome("nack", error=exc)
+            return Outcome("nack", reason=policy.handler_failed_reason(exc, msg), error=exc)
         finally:
             if measured:
                 tel.record_process(self.queue, time.perf_counter() - started, error=failed,

@@ -314,3 +314,34 @@ def test_a_multi_queue_consumer_stops_at_once_on_a_setup_error(
     error = start(multi_class(kind)(consumers)).outcome(timeout=5)
     assert isinstance(error, pgque.PgqueConsumerNotFound), error
     assert "pgque subscribe q nobody" in str(error)
+
+
+def test_a_dead_letter_says_which_error_the_handler_raised_last(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    """After its retries, a message whose handler keeps raising is dead-lettered with
+    the error of its last attempt, not a bare "max retries exceeded"."""
+    one(conn, "select pgque.set_queue_config('q', 'max_retries', '1')")
+    consumer = make(kind, db, poll_interval=0.05, retry_after=0)
+    attempts: list[int | None] = []
+
+    def fail(msg: pgque.Message) -> None:
+        attempts.append(msg.retry_count)
+        raise ValueError(f"no such customer (attempt {len(attempts)})")
+
+    handle(consumer, fail)
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    force_tick(conn)
+    start(consumer)
+
+    def dead_letters() -> list[Any]:
+        one(conn, "select pgque.maint_retry_events()")  # a due retry back into the queue
+        force_tick(conn)
+        return rows(conn, "select dl_reason from pgque.dead_letter")
+
+    [(reason,)] = wait_for(dead_letters, what="the dead letter")
+    assert attempts == [None, 1]
+    assert reason == (
+        "max retries exceeded after 2 attempts;"
+        " last error: ValueError: no such customer (attempt 2)"
+    )
