@@ -21,8 +21,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
+
+try:
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session
+except ImportError as exc:
+    raise ImportError(
+        f"pgque.sqlalchemy needs SQLAlchemy 2 ({exc}); install it from the pgque clone"
+        " with: pip install '.[sqlalchemy]'"
+    ) from exc
 
 from pgque.async_producer import AsyncProducer
 from pgque.errors import PgqueInvalidArgument

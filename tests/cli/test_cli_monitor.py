@@ -159,11 +159,11 @@ def test_depth_once(pgque: Pgque, busy: str) -> None:
 
 
 def test_depth_watch(pgque: Pgque, busy: str) -> None:
-    run = pgque("depth", "orders", "--watch", "50ms", "--count", "3", "--json")
+    run = pgque("depth", "orders", "--watch", "100ms", "--count", "3", "--json")
     assert run.code == ExitCode.OK, run.stderr
     samples = run.json_lines()
     assert len(samples) == 3 and all(s["depth"] == 3 for s in samples)
-    text = pgque("depth", "orders", "--watch", "0.05", "--count", "2")
+    text = pgque("depth", "orders", "--watch", "0.1", "--count", "2")
     lines = text.stdout.splitlines()
     assert len(lines) == 2
     assert "depth" in lines[-1] and "█" in lines[-1]  # a sparkline at its maximum

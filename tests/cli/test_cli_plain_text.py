@@ -65,3 +65,14 @@ def test_the_web_extra_hint_keeps_its_brackets() -> None:
     with contextlib.redirect_stderr(buffer):
         err().print(f"no web console: {WEB_EXTRA_HINT}")
     assert "'.[web]'" in buffer.getvalue()
+
+
+@pytest.mark.parametrize("args", [("depth", "q", "--watch", "0"), ("depth", "q", "--watch", "0s"),
+                                  ("drain", "q", "--interval", "0")])  # fmt: skip
+def test_a_pause_of_zero_is_refused_not_spun(db: str, args: tuple[str, ...]) -> None:
+    # Issue 34, item 8: `depth --watch 0` sampled about 17 times a second.
+    run("create-queue", "q", dsn=db)
+    done = run(*args, "--count", "3", dsn=db) if args[0] == "depth" else run(*args, dsn=db)
+    assert done.code == ExitCode.USAGE, done.stdout
+    assert done.stdout == ""
+    assert "too short: the pause between looks must be at least 100ms" in done.stderr

@@ -21,17 +21,24 @@ else:  # ParamType is generic only in recent click
 
 
 class Duration(_DurationBase):
-    """A duration: ``500ms``, ``5s``, ``2m``, ``1h30m``, ``7d``; a bare number is seconds."""
+    """A duration: ``500ms``, ``5s``, ``2m``, ``1h30m``, ``7d``; a bare number is seconds.
+
+    ``minimum`` (seconds): shorter durations are refused, e.g. the pause of a
+    loop, which must not spin.
+    """
 
     name = "duration"
+
+    def __init__(self, minimum: float = 0.0) -> None:
+        self.minimum = minimum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """The duration in seconds, as a float."""
         if isinstance(value, (int, float)):
-            return float(value)
+            return self._checked(float(value), value, param, ctx)
         text = str(value).strip().lower().replace(" ", "")
         try:
-            return float(text)
+            return self._checked(float(text), value, param, ctx)
         except ValueError:
             pass
         pos, total = 0, 0.0
@@ -42,7 +49,19 @@ class Duration(_DurationBase):
             pos = match.end()
         if not text or pos != len(text):
             self.fail(f"{value!r} is not a duration: write e.g. 30s, 5m, 1h30m or 7d", param, ctx)
-        return total
+        return self._checked(total, value, param, ctx)
+
+    def _checked(
+        self, seconds: float, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if seconds < self.minimum:
+            self.fail(
+                f"{value!r} is too short: the pause between looks must be at least"
+                f" {self.minimum * 1000:g}ms (e.g. 1s)",
+                param,
+                ctx,
+            )
+        return seconds
 
 
 class KeyValue(_KeyValueBase):

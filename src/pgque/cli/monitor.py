@@ -306,7 +306,8 @@ def _sample(client: PgqueClient, queue: str) -> dict[str, Any]:
 
 @command("depth")
 @click.argument("queue")
-@click.option("--watch", type=Duration(), default=None, help="Sample every DURATION (e.g. 5s).")
+@click.option("--watch", type=Duration(minimum=0.1), default=None,
+              help="Sample every DURATION (e.g. 5s; at least 100ms).")  # fmt: skip
 @click.option("--count", type=click.IntRange(1), default=None, help="Stop after N samples.")
 @click.option("--width", type=click.IntRange(5, 200), default=60, show_default=True,
               help="Samples shown in the sparkline.")  # fmt: skip
@@ -349,7 +350,7 @@ def depth_cmd(
                         console.print(line)
                 if count is not None and taken >= count:
                     break
-                time.sleep(max(watch, 0.05))
+                time.sleep(watch)
         except KeyboardInterrupt:
             pass
         finally:
@@ -392,8 +393,8 @@ class DrainBar(ProgressColumn):
 @click.argument("queue")
 @click.option("--timeout", type=Duration(), default=60.0, show_default=True,
               help="Give up after this long (exit 8).")  # fmt: skip
-@click.option("--interval", type=Duration(), default=0.5, show_default=True,
-              help="How often to look.")  # fmt: skip
+@click.option("--interval", type=Duration(minimum=0.1), default=0.5, show_default=True,
+              help="How often to look (at least 100ms).")  # fmt: skip
 @json_option
 def drain_cmd(queue: str, timeout: float, interval: float, as_json: bool) -> None:
     """Wait until QUEUE is empty (every consumer caught up), showing progress.
