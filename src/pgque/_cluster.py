@@ -129,6 +129,14 @@ def find_bin_dir(version: int) -> Path:
     )
 
 
+def _os_user_exists() -> bool:
+    try:
+        pwd.getpwnam(OS_USER)
+    except KeyError:
+        return False
+    return True
+
+
 def _ensure_os_user() -> tuple[int, int]:
     """Create the unprivileged OS user if missing; return its uid and gid."""
     with contextlib.suppress(KeyError):
@@ -276,6 +284,13 @@ class TempCluster:
         self._as_user: tuple[int, int] | None = None
         self._run_bin = self.bin_dir
         self._owner_pid: int | None = None
+        #: The OS user that runs the server (None: this process's own user).
+        self.os_user: str | None = None
+        #: True when :meth:`start` created :attr:`os_user` (``useradd --system``).
+        self.created_os_user = False
+        #: What :meth:`stop` leaves for the next start: the initdb cache and a shared
+        #: copy of the binaries (under the system temp dir).
+        self.kept: list[Path] = []
 
     # -- paths and connection strings ------------------------------------
 
@@ -333,10 +348,13 @@ class TempCluster:
         try:
             run_bin = self.bin_dir
             if os.geteuid() == 0:
+                existed = _os_user_exists()
                 self._as_user = _ensure_os_user()
+                self.os_user, self.created_os_user = OS_USER, not existed
                 os.chown(base, *self._as_user)
                 if not _reachable_by_others(run_bin):
                     run_bin = _shared_copy(run_bin)
+                    self.kept.append(run_bin.parents[2])
             self._run_bin = run_bin
             self._make_data_dir()
             self._start_server()
@@ -433,6 +451,7 @@ class TempCluster:
         key = f"{self._run_bin}:{probe.st_size}:{probe.st_mtime_ns}:{owner}:{_INITDB_ARGS}"
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         cache = Path(tempfile.gettempdir()) / f"pgque-initdb-{digest}"
+        self.kept.append(cache)
         if _usable_cache(cache, owner):
             return cache / "data"
         staging = Path(tempfile.mkdtemp(prefix=f"{cache.name}.", dir=cache.parent))

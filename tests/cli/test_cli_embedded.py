@@ -11,15 +11,18 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
-from cli_helpers import spawn
+from cli_helpers import child_env, spawn
 
 import pgque
 from pgque.cli import ExitCode
@@ -186,3 +189,42 @@ def test_dev_text_output(processes: list[subprocess.Popen[str]]) -> None:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == ExitCode.OK
     assert_nothing_left(data_dir, [])
+
+
+@pytest.mark.slow
+def test_demo_says_what_it_creates_and_what_it_keeps(
+    processes: list[subprocess.Popen[str]],
+) -> None:
+    """Issue 34, item 8: run as root the demo named neither the OS user it runs the
+    server as nor the initdb cache it left in $TMPDIR ("nothing left")."""
+    tmpdir = Path(tempfile.mkdtemp(prefix="pgque-test-tmpdir-"))
+    tmpdir.chmod(0o755)  # the server's unprivileged user works in it under root
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pgque.cli", "demo", "--pg-version", PG_VERSION,
+             "--duration", "1s", "--no-web"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=child_env(None) | {"TMPDIR": str(tmpdir)},
+        )  # fmt: skip
+        processes.append(proc)
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == ExitCode.OK, err
+        lines = out.splitlines()
+        as_root = [line for line in lines if "refuses to run as root" in line]
+        if os.geteuid() == 0:
+            assert as_root == [
+                "PostgreSQL refuses to run as root: the server runs as OS user 'pgque_pg'"
+                " (an existing user)"  # the suite's own servers created it already
+            ], out
+        else:
+            assert as_root == [], out
+        kept = [line for line in lines if line.startswith("kept for a faster next start: ")]
+        assert len(kept) == 1, out
+        left = sorted(str(path) for path in tmpdir.iterdir())
+        assert left, "the initdb cache is kept"
+        named = re.match(r"kept for a faster next start: (.*) \((\d+) MB\); `rm -rf (.*)`", kept[0])
+        assert named is not None, kept[0]
+        assert sorted(named[1].split()) == left == sorted(named[3].split())
+        assert int(named[2]) > 0
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

@@ -119,6 +119,39 @@ def _install_hint(version: int) -> str:
     return f"apt-get install postgresql-{version}"
 
 
+def os_user_note(cluster: TempCluster) -> str | None:
+    """Under root, which OS user runs the server, and whether it was created now."""
+    user = cluster.os_user
+    if user is None:
+        return None
+    how = (
+        f"created now with useradd --system; `userdel {user}` removes it"
+        if cluster.created_os_user
+        else "an existing user"
+    )
+    return f"PostgreSQL refuses to run as root: the server runs as OS user {user!r} ({how})"
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(root) / name).lstat().st_size
+    return total
+
+
+def kept_note(cluster: TempCluster) -> str | None:
+    """What stays after the server is deleted (the initdb cache, a copy of the
+    binaries), with its size and how to remove it; None when nothing stays."""
+    kept = [path for path in dict.fromkeys(cluster.kept) if path.exists()]
+    if not kept:
+        return None
+    size = sum(_size(path) for path in kept) / 1e6
+    paths = " ".join(str(path) for path in kept)
+    return f"kept for a faster next start: {paths} ({size:.0f} MB); `rm -rf {paths}` removes it"
+
+
 def start_cluster(version: int, *, tcp: bool = False) -> TempCluster:
     """Start a throwaway PostgreSQL of ``version``; a CliError saying what to install if none."""
     try:
@@ -360,6 +393,8 @@ def demo_cmd(pg_version: int, rate: float, duration: float | None, web: bool) ->
             if dsn_given is None:
                 console.print(f"starting a throwaway PostgreSQL {pg_version} ...")
                 cluster = start_cluster(pg_version)
+                if (note := os_user_note(cluster)) is not None:
+                    console.print(note, soft_wrap=True)
                 console.print(f"data directory: {cluster.data_dir}", soft_wrap=True)
                 dsn = cluster.dsn()
                 queue = "demo"
@@ -404,6 +439,8 @@ def _demo_cleanup(cluster: TempCluster | None, dsn: str | None, queue: str | Non
         console.print("stopping PostgreSQL ...")
         stop_cluster(cluster)
         console.print(f"PostgreSQL stopped and {where} deleted: nothing left running")
+        if (note := kept_note(cluster)) is not None:
+            console.print(note, soft_wrap=True)
     elif dsn is not None and queue is not None:
         with (
             contextlib.suppress(psycopg.Error, pgque.PgqueError),
@@ -437,6 +474,8 @@ def dev_cmd(pg_version: int, install: bool, as_json: bool) -> None:
             if not as_json:
                 err().print(f"starting a throwaway PostgreSQL {pg_version} ...")
             cluster = start_cluster(pg_version, tcp=True)
+            if not as_json and (note := os_user_note(cluster)) is not None:
+                err().print(note, soft_wrap=True)
             uri = f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres"
             version = None
             if install:
@@ -462,6 +501,8 @@ def dev_cmd(pg_version: int, install: bool, as_json: bool) -> None:
                     stop_cluster(cluster)
                     if not as_json:
                         err().print(f"PostgreSQL stopped and {where} deleted")
+                        if (note := kept_note(cluster)) is not None:
+                            err().print(note, soft_wrap=True)
 
 
 def _print_dev(info: dict[str, Any]) -> None:
