@@ -39,7 +39,7 @@ def test_a_click_into_a_queue_shows_consumers_and_recent_events(
     events = page.locator("#events tbody tr")
     assert events.count() == 2
     assert "order.created" in events.first.inner_text()
-    assert '"order_id": 1' in events.first.locator("pre.payload").inner_text()
+    assert '"order_id": 1' in events.first.locator("code.preview").inner_text()
     page.fill("input[name=type]", "nothing.like.this")
     page.click("form.filter button")
     assert page.locator("#events").count() == 0
@@ -55,7 +55,12 @@ def test_dead_letters_replayed_from_the_page_reach_the_consumer(
     page.goto(console.url + "queues/orders/dead-letters")
     page.check(f'input[name=id][value="{chosen.dl_id}"]')
     page.click("#replay-selected")
-    assert f"Dead letters {chosen.dl_id} (1)" in page.locator("p.explain").inner_text()
+    assert page.locator("h1").inner_text() == "Replay 1 dead letter of queue orders?"
+    assert page.locator("p.explain").inner_text() == (
+        "1 dead letter of queue orders will be sent again as new events and removed from the"
+        " dead letters."
+    )
+    assert f"Id {chosen.dl_id}." in page.locator("main").inner_text()
     page.click("#confirm")
     assert page.locator("p.result").inner_text() == "Replayed 1 dead letter as new events."
     assert page.locator("#dl-total").inner_text() == "1"

@@ -476,3 +476,69 @@ select pgque.spark_discard(%s)
 -- name: django_waiting_events
 select (select pg_catalog.count(*) from pgque.delayed_events)
      + (select pg_catalog.count(*) from pgque.retry_queue)
+
+-- The web console (pgque.web): its own reads, each bounded (payload previews
+-- cut in the database, one event looked up by id).
+
+-- name: web_ticker_leader
+-- expires is -infinity before the first leader and after a resignation:
+-- NULL here (psycopg loads no infinite timestamp).
+select application_name, pid, client_addr, since, renewed,
+       case when pg_catalog.isfinite(expires) then expires end as expires,
+       coalesce(active, false) as active, pg_catalog.clock_timestamp() as now
+  from pgque.ticker_leader()
+
+-- name: web_scheduler
+select scheduler, ticker_job_id, maint_job_id, tick_period_ms from pgque.config
+
+-- name: web_backend
+select backend_type, query from pg_catalog.pg_stat_activity where pid = %s
+
+-- name: web_recent_events
+select ev_id, ev_time, ev_txid, ev_retry, ev_type,
+       pg_catalog.left(ev_data, %(cut)s) as ev_data,
+       pg_catalog.octet_length(ev_data) as ev_size,
+       pg_catalog.left(ev_extra1, %(cut)s) as ev_extra1,
+       pg_catalog.left(ev_extra2, %(cut)s) as ev_extra2,
+       pg_catalog.left(ev_extra3, %(cut)s) as ev_extra3,
+       pg_catalog.left(ev_extra4, %(cut)s) as ev_extra4
+  from pgque.recent_events(%(queue)s, %(limit)s, %(type)s)
+
+-- name: web_dead_letters
+select dl_id, dl_queue_id, dl_consumer_id, dl_time, dl_reason, ev_id, ev_time, ev_retry,
+       ev_type, pg_catalog.left(ev_data, %(cut)s) as ev_data,
+       pg_catalog.octet_length(ev_data) as ev_size
+  from pgque.dlq_inspect(%(queue)s, %(limit)s)
+
+-- name: web_event_copies
+-- {table} is the queue's event table (pgque.event_<queue id>, its three
+-- children included); no index on ev_id: the caller bounds the scan's time.
+select e.ev_id, e.ev_time, e.ev_txid::text::bigint as ev_txid, e.ev_retry,
+       co.co_name as owner, e.ev_type,
+       pg_catalog.left(e.ev_data, %(cut)s) as ev_data,
+       pg_catalog.octet_length(e.ev_data) as ev_size,
+       e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
+  from {table} e
+  left join pgque.consumer co on co.co_id = e.ev_owner
+ where e.ev_id = %(ev_id)s
+ order by e.ev_txid, e.ev_retry nulls first
+
+-- name: web_event_retries
+select co.co_name as owner, r.ev_retry, r.ev_retry_after
+  from pgque.retry_queue r
+  left join pgque.consumer co on co.co_id = r.ev_owner
+ where r.ev_queue = %(queue_id)s and r.ev_id = %(ev_id)s
+ order by r.ev_retry_after
+
+-- name: web_event_dead_letters
+select d.dl_id, d.dl_time, d.dl_reason, d.ev_retry, co.co_name as owner, d.ev_time,
+       d.ev_type, pg_catalog.left(d.ev_data, %(cut)s) as ev_data,
+       pg_catalog.octet_length(d.ev_data) as ev_size,
+       d.ev_extra1, d.ev_extra2, d.ev_extra3, d.ev_extra4
+  from pgque.dead_letter d
+  left join pgque.consumer co on co.co_id = d.dl_consumer_id
+ where d.dl_queue_id = %(queue_id)s and d.ev_id = %(ev_id)s
+ order by d.dl_id
+
+-- name: web_lookup_timeout
+select pg_catalog.set_config('statement_timeout', %s, true)

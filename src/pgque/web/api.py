@@ -14,7 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from pgque.web import data, metrics, writes
+from pgque.web import data, metrics, reads, writes
 from pgque.web.app import Console, Handler, HttpError, guarded, http_error, queue_route
 from pgque.web.formatting import jsonable
 
@@ -32,7 +32,7 @@ def queues(console: Console) -> Handler:
 
     async def handle(request: Request) -> Response:
         async with console.client() as client:
-            return _json(await data.overview(client))
+            return _json(await data.overview(client, console.settings.lag_warning))
 
     return handle
 
@@ -46,11 +46,15 @@ def queue_routes(console: Console) -> Handler:
         if request.method == "GET":
             async with console.client() as client:
                 if tail == "":
-                    return _json(await data.queue_detail(client, queue))
+                    lag_warning = console.settings.lag_warning
+                    return _json(await data.queue_detail(client, queue, lag_warning))
                 if tail == "events":
                     limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
                     events = await data.recent_events(client, queue, limit, params.get("type"))
                     return _json({"queue": queue, "events": events})
+                if tail.startswith("events/"):
+                    ev_id = data.event_id(tail.removeprefix("events/"), queue)
+                    return _json({"queue": queue, **await data.event(client, queue, ev_id)})
                 if tail == "dead-letters":
                     limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
                     letters = await data.dead_letters(client, queue, limit)
@@ -120,7 +124,10 @@ def metrics_text(console: Console) -> Handler:
 
     async def handle(request: Request) -> Response:
         async with console.client() as client:
-            text = metrics.exposition(await client.metric_samples(), await client.queue_health())
+            text = metrics.exposition(
+                await client.metric_samples(), await client.queue_health(),
+                await reads.ticker_leader(client),
+            )  # fmt: skip
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return guarded(console, handle, as_json=True)

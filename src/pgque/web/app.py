@@ -88,8 +88,9 @@ class Console:
             lstrip_blocks=True,
         )
         self.templates.filters.update(
-            age=formatting.age, rate=formatting.rate, pretty=formatting.pretty_payload
-        )
+            age=formatting.age, rate=formatting.rate, pretty=formatting.pretty_payload,
+            preview=formatting.preview, size=formatting.size,
+        )  # fmt: skip
         self.templates.globals.update(
             queue_path=formatting.queue_path, trace_id=formatting.trace_id
         )

@@ -15,9 +15,21 @@ from decimal import Decimal
 from typing import Any
 
 from pgque.async_client import AsyncPgqueClient
-from pgque.errors import PgqueError, PgqueInvalidArgument, PgqueQueueNotFound
+from pgque.errors import (
+    PgqueError,
+    PgqueInvalidArgument,
+    PgqueMessageNotFound,
+    PgqueQueueNotFound,
+)
 from pgque.health import HealthCheck
-from pgque.records import DeadLetter, DlqReplayResult, QueueStats, ThroughputBucket
+from pgque.records import (
+    ConsumerStats,
+    DeadLetter,
+    DlqReplayResult,
+    QueueStats,
+    ThroughputBucket,
+)
+from pgque.web import judge, reads, ticking
 from pgque.web.formatting import jsonable
 from pgque.web.metrics import worst_status
 
@@ -76,9 +88,36 @@ def _checks_by_queue(checks: list[HealthCheck]) -> dict[str | None, list[HealthC
     return by_queue
 
 
-def _queue_row(stats: QueueStats, checks: list[HealthCheck]) -> dict[str, Any]:
+def _consumers(
+    stats: QueueStats, consumers: list[ConsumerStats], checks: list[HealthCheck],
+    lag_warning: float,
+) -> list[dict[str, Any]]:  # fmt: skip
+    by_name = {c.name: c for c in checks}
+    rows = []
+    for consumer in consumers:
+        row: dict[str, Any] = asdict(consumer)
+        check = by_name.get(f"consumer_lag:{consumer.consumer_name}")
+        row.update(judge.consumer_verdict(consumer, check, stats.rotation_period, lag_warning))
+        rows.append(row)
+    return rows
+
+
+def _queue_row(
+    stats: QueueStats, checks: list[HealthCheck], consumers: list[dict[str, Any]]
+) -> dict[str, Any]:
     row: dict[str, Any] = asdict(stats)
-    row["health"] = worst_status([c.status for c in checks])
+    reasons = judge.reasons([c for c in checks if not c.name.startswith("consumer_lag:")])
+    reasons += [
+        {"status": c["status"], "check": f"consumer_lag:{c['consumer_name']}",
+         "text": f"consumer {c['consumer_name']}: {c['reason']}"}
+        for c in consumers if c["status"] != "ok"
+    ]  # fmt: skip
+    row["health"] = worst_status([r["status"] for r in reasons])
+    row["health_reasons"] = reasons
+    row["last_tick_age"] = (
+        None if stats.last_tick_time is None
+        else max(datetime.now(timezone.utc) - stats.last_tick_time, timedelta(0))
+    )  # fmt: skip
     ticker = next((c for c in checks if c.name == "ticker_running"), None)
     row["ticker_check"] = None if ticker is None else {"status": ticker.status,
                                                        "detail": ticker.detail}  # fmt: skip
@@ -96,13 +135,19 @@ async def _scheduler(client: AsyncPgqueClient) -> dict[str, Any] | None:
     return {c.component: {"status": c.status, "detail": c.detail} for c in components}
 
 
-async def overview(client: AsyncPgqueClient) -> dict[str, Any]:
-    """Every queue with its figures, health and throughput sparkline; the ticker's health."""
+async def overview(client: AsyncPgqueClient, lag_warning: float) -> dict[str, Any]:
+    """Every queue with its figures, health (and why) and throughput sparkline; who ticks."""
     checks = await client.queue_health()
     by_queue = _checks_by_queue(checks)
+    consumers_of: dict[str, list[ConsumerStats]] = collections.defaultdict(list)
+    for consumer in await client.consumer_stats():
+        consumers_of[consumer.queue_name].append(consumer)
     queues = []
-    for stats in await client.queue_stats():
-        row = _queue_row(stats, by_queue.get(stats.queue_name, []))
+    all_stats = await client.queue_stats()
+    for stats in all_stats:
+        checks_here = by_queue.get(stats.queue_name, [])
+        consumers = _consumers(stats, consumers_of[stats.queue_name], checks_here, lag_warning)
+        row = _queue_row(stats, checks_here, consumers)
         row["throughput"] = [b.events for b in await _throughput(client, stats.queue_name)]
         queues.append(row)
     system = [asdict(c) for c in by_queue.get("system", [])]
@@ -111,10 +156,11 @@ async def overview(client: AsyncPgqueClient) -> dict[str, Any]:
         "status": worst_status([c.status for c in checks]),
         "system_checks": system,
         "components": await _scheduler(client),
+        "ticking": await ticking.ticking(client, all_stats, checks),
     }
 
 
-async def queue_detail(client: AsyncPgqueClient, queue: str) -> dict[str, Any]:
+async def queue_detail(client: AsyncPgqueClient, queue: str, lag_warning: float) -> dict[str, Any]:
     """A queue's figures, consumers (lag, position, health), cooperative members,
     partition slots, throughput and error-rate buckets and health checks.
 
@@ -126,16 +172,15 @@ async def queue_detail(client: AsyncPgqueClient, queue: str) -> dict[str, Any]:
         raise PgqueQueueNotFound(f"no queue named {queue!r}: the overview lists the queues")
     checks = [c for c in await client.queue_health() if c.queue == queue]
     positions = await client.consumer_positions(queue)
-    lag_checks = {c.name: c for c in checks}
-    consumers = []
-    for stats in await client.consumer_stats(queue):
-        row: dict[str, Any] = asdict(stats)
-        row["position"] = positions.get(stats.consumer_name)
-        check = lag_checks.get(f"consumer_lag:{stats.consumer_name}")
-        row["status"] = "ok" if check is None else check.status
-        consumers.append(row)
+    consumers = _consumers(found[0], await client.consumer_stats(queue), checks, lag_warning)
+    for row in consumers:
+        row["position"] = positions.get(row["consumer_name"])
+        row["ticks_behind"] = (
+            None if row["position"] is None else max(found[0].last_tick_id - row["position"], 0)
+        )
     return {
-        "queue": _queue_row(found[0], checks),
+        "queue": _queue_row(found[0], checks, consumers),
+        "lag_warning": lag_warning,
         "consumers": consumers,
         "subconsumers": [asdict(m) for m in await client.subconsumer_stats(queue)],
         "partition_slots": [asdict(s) for s in await client.partition_slots(queue)],
@@ -144,6 +189,49 @@ async def queue_detail(client: AsyncPgqueClient, queue: str) -> dict[str, Any]:
                        await client.error_rate(queue, CHART_PERIOD, CHART_BUCKET)],
         "checks": [asdict(c) for c in checks],
     }  # fmt: skip
+
+
+def event_id(text: str | None, queue: str) -> int:
+    """An event id from a URL: a whole number from 1 to 2^63-1; a clear error otherwise."""
+    value = (text or "").strip()
+    if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 2**63 - 1):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise PgqueInvalidArgument(
+            f"event id: give a whole number from 1 to 2^63-1, got {shown!r} (queue {queue!r})"
+        )
+    return int(value)
+
+
+async def event(client: AsyncPgqueClient, queue: str, ev_id: int) -> dict[str, Any]:
+    """One event of ``queue``: its copies in the event tables (original first, then
+    each retry copy), its pending retries and its dead letters, payload up to
+    :data:`~pgque.web.reads.EVENT_PAGE_CUT` characters.
+
+    Raises:
+        PgqueQueueNotFound: No such queue.
+        PgqueMessageNotFound: No trace of the event (never sent, or its table rotated away).
+    """
+    found = await client.queue_stats(queue)
+    if not found:
+        raise PgqueQueueNotFound(f"no queue named {queue!r}: the overview lists the queues")
+    history = await reads.event_history(client, found[0].queue_id, ev_id)
+    if not any(history.values()):
+        raise PgqueMessageNotFound(
+            f"no event {ev_id} in queue {queue!r}: not in its event tables (rotated away once"
+            " every consumer was past it, or never sent), its retries or its dead letters"
+        )
+    first = (history["copies"] or history["dead_letters"])[0]
+    source = history["copies"][0] if history["copies"] else first
+    return {
+        "ev_id": ev_id,
+        "ev_type": source.get("ev_type"),
+        "ev_time": source.get("ev_time"),
+        "ev_data": source.get("ev_data"),
+        "ev_size": source.get("ev_size"),
+        "extras": {f"ev_extra{i}": source.get(f"ev_extra{i}") for i in range(1, 5)},
+        "cut": reads.EVENT_PAGE_CUT,
+        **history,
+    }
 
 
 async def recent_events(

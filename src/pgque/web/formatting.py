@@ -6,6 +6,7 @@ No I/O here; the templates use these as filters and the JSON API uses
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -21,8 +22,10 @@ __all__ = [
     "duration_seconds",
     "jsonable",
     "pretty_payload",
+    "preview",
     "queue_path",
     "rate",
+    "size",
     "trace_id",
 ]
 
@@ -50,22 +53,23 @@ def jsonable(value: Any) -> Any:
 
 
 def age(value: timedelta | float | None) -> str:
-    """A duration for people: ``850 ms``, ``42 s``, ``3 m 5 s``, ``2 h 10 m``, ``4 d 3 h``."""
+    """A duration read at a glance: ``850 ms``, ``15.6 s``, ``1 min 44 s``, ``2 h``,
+    ``2 h 5 min``, ``4 d 3 h`` (``-`` when unknown)."""
     if value is None:
         return "-"
     secs = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if secs < 1:
         return f"{secs * 1000:.0f} ms"
-    if secs < 60:
-        return f"{secs:.0f} s"
-    mins, secs = divmod(int(secs), 60)
+    if secs < 59.95:
+        return f"{secs:.1f} s"
+    mins, secs = divmod(round(secs), 60)
     if mins < 60:
-        return f"{mins} m {secs} s"
+        return f"{mins} min {secs} s" if secs else f"{mins} min"
     hours, mins = divmod(mins, 60)
     if hours < 48:
-        return f"{hours} h {mins} m"
+        return f"{hours} h {mins} min" if mins else f"{hours} h"
     days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h"
+    return f"{days} d {hours} h" if hours else f"{days} d"
 
 
 def rate(value: Decimal | float | None) -> str:
@@ -79,8 +83,36 @@ def pretty_payload(data: str | None) -> str:
         return "(null)"
     try:
         return json.dumps(json.loads(data), indent=2, ensure_ascii=False, sort_keys=True)
-    except ValueError:
+    except (ValueError, RecursionError):
         return data
+
+
+def size(n_bytes: int | None) -> str:
+    """A size in bytes for people: ``850 B``, ``12.3 kB``, ``10.5 MB``."""
+    if n_bytes is None:
+        return "-"
+    value = float(n_bytes)
+    for unit in ("B", "kB", "MB"):
+        if value < 1000 or unit == "MB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def preview(data: str | None, whole_size: int | None, cut: int = 200) -> str:
+    """One line of a payload already cut to ``cut`` characters: JSON compacted when
+    it is whole, newlines as spaces, and ``…`` where it was cut."""
+    if data is None:
+        return "(null)"
+    text = data
+    whole = whole_size is None or len(data.encode()) >= whole_size
+    if whole:
+        with contextlib.suppress(ValueError, RecursionError):
+            text = json.dumps(json.loads(data), ensure_ascii=False, separators=(", ", ": "))
+    text = " ".join(text.split())
+    if len(text) > cut:
+        text, whole = text[:cut], False
+    return text if whole else text + " …"
 
 
 def trace_id(*extras: str | None) -> str | None:

@@ -70,9 +70,51 @@ def _number(value: Any) -> str:
     return str(int(number)) if number.is_integer() else repr(number)
 
 
-def exposition(samples: Sequence[MetricSample], health: Sequence[HealthCheck]) -> str:
+def _leader_families(leader: dict[str, Any]) -> dict[str, tuple[PromMetric, list[str]]]:
+    """Who leads ticking (``pgque.ticker_leader()``): active 0/1 always; who and
+    since when while a ticker leads."""
+    active = bool(leader.get("active"))
+    families = {
+        "pgque_ticker_leader_active": (
+            PromMetric("pgque_ticker_leader_active", "gauge",
+                       "1 while a ticker holds the ticker lease, else 0."),
+            [f"pgque_ticker_leader_active {int(active)}"],
+        ),
+    }  # fmt: skip
+    if not active:
+        return families
+    labels = ",".join(
+        f'{key}="{_label_value(leader.get(key) if leader.get(key) is not None else "")}"'
+        for key in ("application_name", "client_addr", "pid")
+    )
+    since = _number(round((leader["now"] - leader["since"]).total_seconds(), 3))
+    renewed = _number(round((leader["now"] - leader["renewed"]).total_seconds(), 3))
+    families["pgque_ticker_leader_info"] = (
+        PromMetric("pgque_ticker_leader_info", "gauge",
+                   "The session leading ticking (value 1): application name, client address, pid."),
+        [f"pgque_ticker_leader_info{{{labels}}} 1"],
+    )  # fmt: skip
+    families["pgque_ticker_leader_since_seconds"] = (
+        PromMetric("pgque_ticker_leader_since_seconds", "gauge",
+                   "Seconds the leading ticker has held the ticker lease."),
+        [f"pgque_ticker_leader_since_seconds {since}"],
+    )  # fmt: skip
+    families["pgque_ticker_lease_renewed_age_seconds"] = (
+        PromMetric("pgque_ticker_lease_renewed_age_seconds", "gauge",
+                   "Seconds since the leading ticker last renewed its lease."),
+        [f"pgque_ticker_lease_renewed_age_seconds {renewed}"],
+    )  # fmt: skip
+    return families
+
+
+def exposition(
+    samples: Sequence[MetricSample],
+    health: Sequence[HealthCheck],
+    leader: dict[str, Any] | None = None,
+) -> str:
     """Prometheus text format 0.0.4: every sample under its family's HELP and TYPE,
-    plus ``pgque_health_status`` (0 ok, 1 unknown, 2 warning, 3 critical) per check."""
+    plus ``pgque_health_status`` (0 ok, 1 unknown, 2 warning, 3 critical) per check
+    and, given ``pgque.ticker_leader()``'s row, who leads ticking."""
     families: dict[str, tuple[PromMetric, list[str]]] = {}
     for sample in samples:
         metric = _prom_name(sample.metric_name, sample.metric_type)
@@ -92,6 +134,8 @@ def exposition(samples: Sequence[MetricSample], health: Sequence[HealthCheck]) -
             for c in health
         ]
         families[metric.name] = (metric, lines)
+    if leader is not None:
+        families.update(_leader_families(leader))
     out: list[str] = []
     for metric, lines in families.values():
         out.append(f"# HELP {metric.name} {metric.help}")

@@ -12,22 +12,15 @@ from urllib.parse import parse_qs, urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from pgque.web import charts, data, writes
+from pgque.web import charts, data, reads, writes
 from pgque.web.app import Console, Handler, HttpError, queue_route
-from pgque.web.formatting import duration_seconds, queue_path
+from pgque.web.formatting import age, duration_seconds, queue_path
 from pgque.web.security import CSRF_COOKIE, valid_csrf
 
 __all__ = ["overview_page", "queue_routes"]
 
 _DLQ_LIMIT = 100
 _EVENTS_LIMIT = 50
-_WHAT = {
-    "pause": "Pause",
-    "resume": "Resume",
-    "replay": "Replay the selected dead letters of",
-    "replay-all": "Replay every dead letter of",
-    "purge": "Purge old dead letters of",
-}
 _POST_PATHS = {
     "pause": "pause",
     "resume": "resume",
@@ -41,10 +34,10 @@ def overview_page(console: Console) -> Handler:
 
     async def handle(request: Request) -> Response:
         async with console.client() as client:
-            view = await data.overview(client)
+            view = await data.overview(client, console.settings.lag_warning)
         for row in view["queues"]:
             row["spark"] = charts.sparkline([float(v) for v in row["throughput"]])
-        return console.page(request, "overview.html", **view)
+        return console.page(request, "overview.html", **view, **_refresh(console, request))
 
     return handle
 
@@ -62,6 +55,12 @@ def queue_routes(console: Console) -> Handler:
             return await _dead_letters_page(console, request, queue)
         if request.method == "GET" and tail == "confirm":
             return await _confirm_page(console, request, queue)
+        if request.method == "GET" and tail == "events":
+            ev_id = data.event_id(request.query_params.get("id"), queue)
+            return RedirectResponse(queue_path(queue, "events", str(ev_id)), 303)
+        if request.method == "GET" and tail.startswith("events/"):
+            ev_id = data.event_id(tail.removeprefix("events/"), queue)
+            return await _event_page(console, request, queue, ev_id)
         raise HttpError(404, f"no page {tail!r} for queue {queue!r}")
 
     return handle
@@ -72,8 +71,8 @@ async def _queue_page(console: Console, request: Request, queue: str) -> Respons
     limit = data.checked_limit(params.get("limit"), _EVENTS_LIMIT, queue)
     event_type = params.get("type") or None
     async with console.client() as client:
-        view = await data.queue_detail(client, queue)
-        events = await data.recent_events(client, queue, limit, event_type)
+        view = await data.queue_detail(client, queue, console.settings.lag_warning)
+        events = await reads.preview_events(client, queue, limit, event_type)
         offered = writes.offered(console.settings.allow_writes, await client.write_privileges())
     starts = [b["bucket_start"] for b in view["throughput"]]
     throughput_chart = charts.bar_chart(
@@ -92,14 +91,16 @@ async def _queue_page(console: Console, request: Request, queue: str) -> Respons
     return console.page(
         request, "queue.html", name=queue, events=events, event_type=event_type or "",
         limit=limit, offered=offered, throughput_chart=throughput_chart,
-        errors_chart=errors_chart, result=_result(request), **view,
+        errors_chart=errors_chart, result=_result(request), **view, **_refresh(console, request),
     )  # fmt: skip
 
 
 async def _dead_letters_page(console: Console, request: Request, queue: str) -> Response:
     limit = data.checked_limit(request.query_params.get("limit"), _DLQ_LIMIT, queue)
     async with console.client() as client:
-        letters = await data.dead_letters(client, queue, limit)
+        if not await client.queue_stats(queue):
+            raise HttpError(404, f"no queue named {queue!r}: the overview lists the queues")
+        letters = await reads.preview_dead_letters(client, queue, limit)
         stats = (await client.queue_stats(queue))[0]
         offered = writes.offered(console.settings.allow_writes, await client.write_privileges())
     return console.page(
@@ -122,13 +123,83 @@ async def _confirm_page(console: Console, request: Request, queue: str) -> Respo
     if not stats:
         raise HttpError(404, f"no queue named {queue!r}: the overview lists the queues")
     post_path = next(path for path, name in _POST_PATHS.items() if name == action.split("-")[0])
+    words: dict[str, Any] = _plain_english(queue, action, len(ids), seconds, stats[0].dlq_count)
     return console.page(
-        request, "confirm.html", name=queue, action=action, what=_WHAT[action], ids=ids,
-        older_than=older_than, seconds=seconds, total=stats[0].dlq_count,
+        request, "confirm.html", name=queue, action=action, ids=ids, shown_ids=ids[:20],
+        older_than=older_than, **words,
         post_to=queue_path(queue, post_path),
         back=queue_path(queue) if action in ("pause", "resume")
         else queue_path(queue, "dead-letters"),
     )  # fmt: skip
+
+
+async def _event_page(console: Console, request: Request, queue: str, ev_id: int) -> Response:
+    async with console.client() as client:
+        event = await data.event(client, queue, ev_id)
+        offered = writes.offered(console.settings.allow_writes, await client.write_privileges())
+    return console.page(request, "event.html", name=queue, offered=offered, **event)
+
+
+def _refresh(console: Console, request: Request) -> dict[str, Any]:
+    """The page's own reload: every ``refresh_seconds`` (a meta refresh, no script),
+    to the same address without a write's result; ``?refresh=0`` stops it."""
+    dropped = ("done", "replayed", "failed", "purged", "not_found", "refresh")
+    params = [(k, v) for k, v in request.query_params.multi_items() if k not in dropped]
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    here = raw.decode("latin-1").split("?", 1)[0]
+    stopped = request.query_params.get("refresh") == "0" or not console.settings.refresh_seconds
+    return {
+        "refresh": 0 if stopped else console.settings.refresh_seconds,
+        "refresh_url": f"{here}?{urlencode(params)}" if params else here,
+        "refresh_stop_url": f"{here}?{urlencode([*params, ('refresh', '0')])}",
+        "refresh_possible": bool(console.settings.refresh_seconds),
+        "console_refresh": console.settings.refresh_seconds,
+    }
+
+
+def _plain_english(
+    queue: str, action: str, n_ids: int, seconds: float, total: int
+) -> dict[str, str]:
+    """The confirmation page's question, what will happen, and its button, in words."""
+    if action == "pause":
+        return {
+            "headline": f"Pause queue {queue}?",
+            "explain": f"Queue {queue} will be paused: sends still succeed, but its consumers"
+            " get nothing new until it is resumed.",
+            "button": f"Pause {queue}",
+        }
+    if action == "resume":
+        return {
+            "headline": f"Resume queue {queue}?",
+            "explain": f"Queue {queue} will be ticked again: its consumers get what was sent"
+            " while it was paused.",
+            "button": f"Resume {queue}",
+        }
+    if action == "replay":
+        letters = _count(n_ids, "dead letter")
+        return {
+            "headline": f"Replay {letters} of queue {queue}?",
+            "explain": f"{letters} of queue {queue} will be sent again as new events and"
+            " removed from the dead letters.",
+            "button": f"Replay {letters}",
+        }
+    if action == "replay-all":
+        letters = _count(total, "dead letter")
+        return {
+            "headline": f"Replay every dead letter of queue {queue}?",
+            "explain": f"All {letters} of queue {queue} will be sent again as new events,"
+            " oldest first, and removed from the dead letters.",
+            "button": f"Replay all {letters}",
+        }
+    which = (
+        f"All {_count(total, 'dead letter')} of queue {queue}" if seconds == 0
+        else f"The dead letters of queue {queue} older than {age(seconds)}"
+    )  # fmt: skip
+    return {
+        "headline": f"Purge dead letters of queue {queue}?",
+        "explain": f"{which} will be deleted for good: they cannot be replayed afterwards.",
+        "button": "Purge",
+    }
 
 
 def _same_origin(request: Request) -> bool:
