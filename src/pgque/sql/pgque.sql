@@ -641,6 +641,18 @@ begin
     if i_queue_name = '' then
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
+    -- A name is shown in tables, log lines and URLs: no line breaks or other
+    -- control characters, no spaces at either end (names that look alike).
+    if i_queue_name ~ '[[:cntrl:]]' then
+        raise exception 'queue name % must not contain control characters (newline, tab, ...)',
+            pg_catalog.to_json(i_queue_name)
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_queue_name ~ '^[[:space:]]|[[:space:]]$' then
+        raise exception 'queue name % must not begin or end with a space',
+            pg_catalog.to_json(i_queue_name)
+            using detail = 'pgque:invalid_argument';
+    end if;
     -- The NOTIFY channel 'pgque_<name>' is an identifier: at most 63 bytes.
     if pg_catalog.octet_length(i_queue_name) > 57 then
         raise exception 'queue name too long: % bytes (max 57). pg_notify channel ''pgque_<queue_name>'' must fit in 63 bytes.',
@@ -1230,6 +1242,32 @@ returns integer
 language sql immutable
 as $$ select 16 $$;
 
+-- Internal: i_template with each {name} replaced by i_values->>'name', in
+-- one pass (a value is never searched for placeholders). The generators
+-- below and in batch_reader.sql keep their code as such templates;
+-- tests/engine/generated/ holds what they render for two queues.
+create or replace function pgque._render(i_template text, i_values jsonb)
+returns text
+language plpgsql immutable
+as $$
+declare
+    v_parts text[] := pg_catalog.regexp_split_to_array(i_template, '\{[a-z0-9_]+\}');
+    v_names text[] := array(
+        select m[1] from pg_catalog.regexp_matches(i_template, '\{([a-z0-9_]+)\}', 'g') m);
+    v_out text := v_parts[1];
+    i integer;
+begin
+    for i in 1 .. coalesce(pg_catalog.cardinality(v_names), 0) loop
+        if not i_values ? v_names[i] then
+            raise exception 'pgque internal error: no value for {%} in a template', v_names[i]
+                using detail = 'pgque:assertion_failed';
+        end if;
+        v_out := v_out || (i_values ->> v_names[i]) || v_parts[i + 1];
+    end loop;
+    return v_out;
+end
+$$;
+
 -- Internal: the parameters, pass-through arguments and per-table INSERT of
 -- one router kind: 'event' (one event, every field given) or 'batch'
 -- (send_batch's parallel arrays; each array but i_payloads may be NULL,
@@ -1245,7 +1283,7 @@ begin
                || ' i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text';
         args := 'i_queue_id, i_table, i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type,'
              || ' i_ev_data, i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4';
-        insert_sql := 'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+        insert_sql := 'insert into {table} (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
                    || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
                    || ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
                    || ' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4)';
@@ -1258,7 +1296,7 @@ begin
         -- The multi-array unnest walks the parallel arrays together. It
         -- exists only unqualified: the callers are definer functions with
         -- search_path pinned.
-        insert_sql := 'insert into %s (ev_id, ev_time, ev_type, ev_data,'
+        insert_sql := 'insert into {table} (ev_id, ev_time, ev_type, ev_data,'
                    || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
                    || ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
                    || ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
@@ -1333,6 +1371,17 @@ returns text
 language plpgsql immutable
 as $$
 declare
+    -- Both halves of a search step; one branch of a linear run (keyword
+    -- 'if' for the first, 'elsif' after), closed by 'end if;'.
+    v_split constant text := $tpl$if {var} < {key} then
+{low}
+else
+{high}
+end if;
+$tpl$;
+    v_branch constant text := $tpl${keyword} {var} = {key} then
+{code}
+$tpl$;
     n integer := coalesce(pg_catalog.cardinality(i_keys), 0);
     half integer;
     v_code text := '';
@@ -1343,14 +1392,15 @@ begin
     end if;
     if n > 4 then
         half := n / 2;
-        return pg_catalog.format(E'if %s < %s then\n%s\nelse\n%s\nend if;\n',
-            i_var, i_keys[half + 1],
-            pgque._router_branches(i_var, i_keys[1:half], i_codes[1:half]),
-            pgque._router_branches(i_var, i_keys[half + 1:n], i_codes[half + 1:n]));
+        return pgque._render(v_split, pg_catalog.jsonb_build_object(
+            'var', i_var, 'key', i_keys[half + 1],
+            'low', pgque._router_branches(i_var, i_keys[1:half], i_codes[1:half]),
+            'high', pgque._router_branches(i_var, i_keys[half + 1:n], i_codes[half + 1:n])));
     end if;
     for i in 1 .. n loop
-        v_code := v_code || pg_catalog.format(E'%s %s = %s then\n%s\n',
-            case when i = 1 then 'if' else 'elsif' end, i_var, i_keys[i], i_codes[i]);
+        v_code := v_code || pgque._render(v_branch, pg_catalog.jsonb_build_object(
+            'keyword', case when i = 1 then 'if' else 'elsif' end,
+            'var', i_var, 'key', i_keys[i], 'code', i_codes[i]));
     end loop;
     return v_code || E'end if;\n';
 end
@@ -1368,13 +1418,17 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set check_function_bodies = off
 as $$
 declare
+    v_function constant text := $tpl$create or replace function pgque.{name}({params})
+returns integer
+language plpgsql
+as $router$
+{body}$router$
+$tpl$;
     k record;
 begin
     k := pgque._router_kind(i_kind);
-    execute pg_catalog.format(
-        E'create or replace function pgque.%I(%s)\nreturns integer\nlanguage plpgsql\n'
-        || E'as $router$\n%s$router$',
-        i_name, k.params, i_body);
+    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+        'name', pg_catalog.quote_ident(i_name), 'params', k.params, 'body', i_body));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public', i_name, k.params);
 end
 $$;
@@ -1385,11 +1439,11 @@ create or replace function pgque._router_call(i_kind text, i_name text)
 returns text
 language sql immutable
 as $$
-    select pg_catalog.format('    return pgque.%s(%s);',
-        case when i_name is not null then pg_catalog.quote_ident(i_name)
-             when i_kind = 'event' then '_insert_dynamic'
-             else '_insert_batch_dynamic' end,
-        (pgque._router_kind(i_kind)).args)
+    select pgque._render('    return pgque.{function}({args});', pg_catalog.jsonb_build_object(
+        'function', case when i_name is not null then pg_catalog.quote_ident(i_name)
+                         when i_kind = 'event' then '_insert_dynamic'
+                         else '_insert_batch_dynamic' end,
+        'args', (pgque._router_kind(i_kind)).args))
 $$;
 
 -- Internal: writes the top router of a kind with a branch for every middle
@@ -1400,6 +1454,13 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- A branch per middle router (m: which 2,048 queue ids), then the dynamic path.
+    v_body constant text := $tpl$declare
+    m integer := i_queue_id / {span};
+begin
+{branches}{fallback}
+end
+$tpl$;
     v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
     v_middles integer[];
 begin
@@ -1411,13 +1472,13 @@ begin
          where p.pronamespace = 'pgque'::regnamespace
            and p.proname ~ ('^_route_' || i_kind || '_m[0-9]+$')
          order by m);
-    perform pgque._write_router('_route_' || i_kind, i_kind, pg_catalog.format(
-        E'declare\n    m integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
-        v_span,
-        pgque._router_branches('m', v_middles,
-            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
-                    from pg_catalog.unnest(v_middles) m)),
-        pgque._router_call(i_kind, null)));
+    perform pgque._write_router('_route_' || i_kind, i_kind, pgque._render(v_body,
+        pg_catalog.jsonb_build_object(
+            'span', v_span,
+            'branches', pgque._router_branches('m', v_middles,
+                array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
+                        from pg_catalog.unnest(v_middles) m)),
+            'fallback', pgque._router_call(i_kind, null))));
 end
 $$;
 
@@ -1429,6 +1490,13 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- A branch per leaf (k: which 16 queue ids), then the dynamic path.
+    v_body constant text := $tpl$declare
+    k integer := i_queue_id / {leaf_size};
+begin
+{branches}{fallback}
+end
+$tpl$;
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
 begin
@@ -1436,14 +1504,15 @@ begin
                 where pronamespace = 'pgque'::regnamespace and proname = v_name) then
         return;
     end if;
-    perform pgque._write_router(v_name, i_kind, pg_catalog.format(
-        E'declare\n    k integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
-        pgque._router_leaf_size(),
-        pgque._router_branches('k',
-            array(select v_first + g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
-            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
-                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
-        pgque._router_call(i_kind, null)));
+    perform pgque._write_router(v_name, i_kind, pgque._render(v_body,
+        pg_catalog.jsonb_build_object(
+            'leaf_size', pgque._router_leaf_size(),
+            'branches', pgque._router_branches('k',
+                array(select v_first + g
+                        from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+                array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
+                        from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+            'fallback', pgque._router_call(i_kind, null))));
     perform pgque._write_top_router(i_kind);
 end
 $$;
@@ -1457,6 +1526,13 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- A branch per queue, and in it one per event table, then the dynamic path.
+    v_body constant text := $tpl$begin
+{branches}{fallback}
+end
+$tpl$;
+    v_table_code constant text := $tpl$    {insert};
+    return 1;$tpl$;
     v_insert text := (pgque._router_kind(i_kind)).insert_sql;
     v_ids integer[];
     v_codes text[];
@@ -1464,8 +1540,9 @@ begin
     select pg_catalog.array_agg(q.queue_id order by q.queue_id),
            pg_catalog.array_agg(pgque._router_branches('i_table',
                array(select t from pg_catalog.generate_series(0, q.queue_ntables - 1) t),
-               array(select pg_catalog.format(E'    %s;\n    return 1;',
-                                pg_catalog.format(v_insert, pgque._event_table_name(q, t)))
+               array(select pgque._render(v_table_code, pg_catalog.jsonb_build_object(
+                                'insert', pgque._render(v_insert, pg_catalog.jsonb_build_object(
+                                    'table', pgque._event_table_name(q, t)))))
                        from pg_catalog.generate_series(0, q.queue_ntables - 1) t))
                order by q.queue_id)
       into v_ids, v_codes
@@ -1474,8 +1551,9 @@ begin
      where q.queue_id between i_leaf * pgque._router_leaf_size()
                           and (i_leaf + 1) * pgque._router_leaf_size() - 1;
     perform pgque._write_router('_route_' || i_kind || '_l' || i_leaf, i_kind,
-        E'begin\n' || pgque._router_branches('i_queue_id', v_ids, v_codes)
-        || pgque._router_call(i_kind, null) || E'\nend\n');
+        pgque._render(v_body, pg_catalog.jsonb_build_object(
+            'branches', pgque._router_branches('i_queue_id', v_ids, v_codes),
+            'fallback', pgque._router_call(i_kind, null))));
 end
 $$;
 
@@ -3029,6 +3107,36 @@ declare
         || ' order by e.ev_id limit i_limit';
     v_signature constant text :=
         'i_queue_id integer, ' || pgque._batch_reader_signature();
+    -- One event table's part: the events between the snapshots, then those
+    -- of the in-progress list (the table's name proven to be the queue's).
+    v_table_code constant text := $tpl$            return query select {columns} from {table} e
+             where e.ev_txid >= i_lower and e.ev_txid <= i_upper
+               and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)
+               and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1){filters};
+            if i_in_list is not null then
+                return query select {columns} from {table} e
+                 where e.ev_txid = any (i_in_list){filters};
+            end if;$tpl$;
+    -- One queue's code: its tables' parts in the batch's table order.
+    v_queue_code constant text := $tpl$        foreach t in array i_tables loop
+{branches}        end loop;
+        return;$tpl$;
+    -- A generic plan, planned once per session: never a sequential or bitmap
+    -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
+    -- and no parallel workers (see the top of this file).
+    v_function constant text := $tpl$create or replace function pgque.{name}({signature})
+returns {result}
+language plpgsql stable
+set plan_cache_mode = force_generic_plan set enable_seqscan = off set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0
+as $reader$
+declare
+    t integer;
+begin
+{branches}    raise exception 'pgque internal error: no batch reader for queue id %', i_queue_id
+        using detail = 'pgque:assertion_failed';
+end
+$reader$
+$tpl$;
     v_ids integer[] := '{}';
     v_codes text[] := '{}';
     v_tables text[];
@@ -3045,41 +3153,24 @@ begin
         v_tables := '{}';
         for t in 0 .. q.queue_ntables - 1 loop
             v_table := pgque._event_table_name(q, t);
-            v_tables := v_tables || pg_catalog.format(
-                E'            return query select %s from %s e\n'
-                || E'             where e.ev_txid >= i_lower and e.ev_txid <= i_upper\n'
-                || E'               and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)\n'
-                || E'               and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1)%s;\n'
-                || E'            if i_in_list is not null then\n'
-                || E'                return query select %s from %s e\n'
-                || E'                 where e.ev_txid = any (i_in_list)%s;\n'
-                || E'            end if;',
-                v_columns, v_table, v_filters, v_columns, v_table, v_filters);
+            v_tables := v_tables || pgque._render(v_table_code, pg_catalog.jsonb_build_object(
+                'columns', v_columns, 'table', v_table, 'filters', v_filters));
         end loop;
         v_ids := v_ids || q.queue_id;
-        v_codes := v_codes || pg_catalog.format(
-            E'        foreach t in array i_tables loop\n%s        end loop;\n        return;',
-            pgque._router_branches('t',
+        v_codes := v_codes || pgque._render(v_queue_code, pg_catalog.jsonb_build_object(
+            'branches', pgque._router_branches('t',
                 array(select g from pg_catalog.generate_series(0, q.queue_ntables - 1) g),
-                v_tables));
+                v_tables)));
     end loop;
     if pg_catalog.cardinality(v_ids) = 0 then
         execute pg_catalog.format('drop function if exists pgque.%I(%s)',
                                   pgque._read_leaf_name(i_leaf), v_signature);
         return;
     end if;
-    -- A generic plan, planned once per session: never a sequential or bitmap
-    -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
-    -- and no parallel workers (see the top of this file).
-    execute pg_catalog.format(
-        E'create or replace function pgque.%I(%s)\nreturns %s\nlanguage plpgsql stable\n'
-        || E'set plan_cache_mode = force_generic_plan set enable_seqscan = off'
-        || E' set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0\n'
-        || E'as $reader$\ndeclare\n    t integer;\nbegin\n%s'
-        || E'    raise exception ''pgque internal error: no batch reader for queue id %%'', i_queue_id\n'
-        || E'        using detail = ''pgque:assertion_failed'';\nend\n$reader$',
-        pgque._read_leaf_name(i_leaf), v_signature, pgque._batch_reader_result(),
-        pgque._router_branches('i_queue_id', v_ids, v_codes));
+    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+        'name', pg_catalog.quote_ident(pgque._read_leaf_name(i_leaf)),
+        'signature', v_signature, 'result', pgque._batch_reader_result(),
+        'branches', pgque._router_branches('i_queue_id', v_ids, v_codes)));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public',
                               pgque._read_leaf_name(i_leaf), v_signature);
 end
@@ -3122,19 +3213,32 @@ declare
         'i_queue_id integer, ' || pgque._batch_reader_signature();
     v_leaves constant integer[] :=
         array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g);
+    -- A static call per leaf (k: which 16 queue ids) below 2,048, a call by name above.
+    v_function constant text := $tpl$create or replace function pgque._read_batch({signature})
+returns {result}
+language plpgsql stable
+as $router$
+declare
+    k integer := i_queue_id / {leaf_size};
 begin
-    execute pg_catalog.format(
-        E'create or replace function pgque._read_batch(%s)\nreturns %s\nlanguage plpgsql stable\n'
-        || E'as $router$\ndeclare\n    k integer := i_queue_id / %s;\nbegin\n%s'
-        || E'    return query execute pg_catalog.format(\n'
-        || E'        ''select * from pgque.%%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)'',\n'
-        || E'        pgque._read_leaf_name(k))\n      using %s;\nend\n$router$',
-        v_signature, pgque._batch_reader_result(), pgque._router_leaf_size(),
-        pgque._router_branches('k', v_leaves,
-            array(select pg_catalog.format(E'    return query select * from pgque.%I(%s);\n    return;',
-                                           pgque._read_leaf_name(k), v_args)
-                    from pg_catalog.unnest(v_leaves) k)),
-        v_args);
+{branches}    return query execute pg_catalog.format(
+        'select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+        pgque._read_leaf_name(k))
+      using {args};
+end
+$router$
+$tpl$;
+    v_leaf_call constant text := $tpl$    return query select * from pgque.{name}({args});
+    return;$tpl$;
+begin
+    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+        'signature', v_signature, 'result', pgque._batch_reader_result(),
+        'leaf_size', pgque._router_leaf_size(), 'args', v_args,
+        'branches', pgque._router_branches('k', v_leaves,
+            array(select pgque._render(v_leaf_call, pg_catalog.jsonb_build_object(
+                             'name', pg_catalog.quote_ident(pgque._read_leaf_name(k)),
+                             'args', v_args))
+                    from pg_catalog.unnest(v_leaves) k))));
     execute pg_catalog.format('revoke all on function pgque._read_batch(%s) from public',
                               v_signature);
 end

@@ -84,6 +84,36 @@ declare
         || ' order by e.ev_id limit i_limit';
     v_signature constant text :=
         'i_queue_id integer, ' || pgque._batch_reader_signature();
+    -- One event table's part: the events between the snapshots, then those
+    -- of the in-progress list (the table's name proven to be the queue's).
+    v_table_code constant text := $tpl$            return query select {columns} from {table} e
+             where e.ev_txid >= i_lower and e.ev_txid <= i_upper
+               and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)
+               and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1){filters};
+            if i_in_list is not null then
+                return query select {columns} from {table} e
+                 where e.ev_txid = any (i_in_list){filters};
+            end if;$tpl$;
+    -- One queue's code: its tables' parts in the batch's table order.
+    v_queue_code constant text := $tpl$        foreach t in array i_tables loop
+{branches}        end loop;
+        return;$tpl$;
+    -- A generic plan, planned once per session: never a sequential or bitmap
+    -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
+    -- and no parallel workers (see the top of this file).
+    v_function constant text := $tpl$create or replace function pgque.{name}({signature})
+returns {result}
+language plpgsql stable
+set plan_cache_mode = force_generic_plan set enable_seqscan = off set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0
+as $reader$
+declare
+    t integer;
+begin
+{branches}    raise exception 'pgque internal error: no batch reader for queue id %', i_queue_id
+        using detail = 'pgque:assertion_failed';
+end
+$reader$
+$tpl$;
     v_ids integer[] := '{}';
     v_codes text[] := '{}';
     v_tables text[];
@@ -100,41 +130,24 @@ begin
         v_tables := '{}';
         for t in 0 .. q.queue_ntables - 1 loop
             v_table := pgque._event_table_name(q, t);
-            v_tables := v_tables || pg_catalog.format(
-                E'            return query select %s from %s e\n'
-                || E'             where e.ev_txid >= i_lower and e.ev_txid <= i_upper\n'
-                || E'               and pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s2)\n'
-                || E'               and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, i_s1)%s;\n'
-                || E'            if i_in_list is not null then\n'
-                || E'                return query select %s from %s e\n'
-                || E'                 where e.ev_txid = any (i_in_list)%s;\n'
-                || E'            end if;',
-                v_columns, v_table, v_filters, v_columns, v_table, v_filters);
+            v_tables := v_tables || pgque._render(v_table_code, pg_catalog.jsonb_build_object(
+                'columns', v_columns, 'table', v_table, 'filters', v_filters));
         end loop;
         v_ids := v_ids || q.queue_id;
-        v_codes := v_codes || pg_catalog.format(
-            E'        foreach t in array i_tables loop\n%s        end loop;\n        return;',
-            pgque._router_branches('t',
+        v_codes := v_codes || pgque._render(v_queue_code, pg_catalog.jsonb_build_object(
+            'branches', pgque._router_branches('t',
                 array(select g from pg_catalog.generate_series(0, q.queue_ntables - 1) g),
-                v_tables));
+                v_tables)));
     end loop;
     if pg_catalog.cardinality(v_ids) = 0 then
         execute pg_catalog.format('drop function if exists pgque.%I(%s)',
                                   pgque._read_leaf_name(i_leaf), v_signature);
         return;
     end if;
-    -- A generic plan, planned once per session: never a sequential or bitmap
-    -- scan of a table whose statistics (never ANALYZEd) say little, no JIT
-    -- and no parallel workers (see the top of this file).
-    execute pg_catalog.format(
-        E'create or replace function pgque.%I(%s)\nreturns %s\nlanguage plpgsql stable\n'
-        || E'set plan_cache_mode = force_generic_plan set enable_seqscan = off'
-        || E' set enable_bitmapscan = off set jit = off set max_parallel_workers_per_gather = 0\n'
-        || E'as $reader$\ndeclare\n    t integer;\nbegin\n%s'
-        || E'    raise exception ''pgque internal error: no batch reader for queue id %%'', i_queue_id\n'
-        || E'        using detail = ''pgque:assertion_failed'';\nend\n$reader$',
-        pgque._read_leaf_name(i_leaf), v_signature, pgque._batch_reader_result(),
-        pgque._router_branches('i_queue_id', v_ids, v_codes));
+    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+        'name', pg_catalog.quote_ident(pgque._read_leaf_name(i_leaf)),
+        'signature', v_signature, 'result', pgque._batch_reader_result(),
+        'branches', pgque._router_branches('i_queue_id', v_ids, v_codes)));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public',
                               pgque._read_leaf_name(i_leaf), v_signature);
 end
@@ -177,19 +190,32 @@ declare
         'i_queue_id integer, ' || pgque._batch_reader_signature();
     v_leaves constant integer[] :=
         array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g);
+    -- A static call per leaf (k: which 16 queue ids) below 2,048, a call by name above.
+    v_function constant text := $tpl$create or replace function pgque._read_batch({signature})
+returns {result}
+language plpgsql stable
+as $router$
+declare
+    k integer := i_queue_id / {leaf_size};
 begin
-    execute pg_catalog.format(
-        E'create or replace function pgque._read_batch(%s)\nreturns %s\nlanguage plpgsql stable\n'
-        || E'as $router$\ndeclare\n    k integer := i_queue_id / %s;\nbegin\n%s'
-        || E'    return query execute pg_catalog.format(\n'
-        || E'        ''select * from pgque.%%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)'',\n'
-        || E'        pgque._read_leaf_name(k))\n      using %s;\nend\n$router$',
-        v_signature, pgque._batch_reader_result(), pgque._router_leaf_size(),
-        pgque._router_branches('k', v_leaves,
-            array(select pg_catalog.format(E'    return query select * from pgque.%I(%s);\n    return;',
-                                           pgque._read_leaf_name(k), v_args)
-                    from pg_catalog.unnest(v_leaves) k)),
-        v_args);
+{branches}    return query execute pg_catalog.format(
+        'select * from pgque.%I($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+        pgque._read_leaf_name(k))
+      using {args};
+end
+$router$
+$tpl$;
+    v_leaf_call constant text := $tpl$    return query select * from pgque.{name}({args});
+    return;$tpl$;
+begin
+    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+        'signature', v_signature, 'result', pgque._batch_reader_result(),
+        'leaf_size', pgque._router_leaf_size(), 'args', v_args,
+        'branches', pgque._router_branches('k', v_leaves,
+            array(select pgque._render(v_leaf_call, pg_catalog.jsonb_build_object(
+                             'name', pg_catalog.quote_ident(pgque._read_leaf_name(k)),
+                             'args', v_args))
+                    from pg_catalog.unnest(v_leaves) k))));
     execute pg_catalog.format('revoke all on function pgque._read_batch(%s) from public',
                               v_signature);
 end

@@ -37,6 +37,32 @@ returns integer
 language sql immutable
 as $$ select 16 $$;
 
+-- Internal: i_template with each {name} replaced by i_values->>'name', in
+-- one pass (a value is never searched for placeholders). The generators
+-- below and in batch_reader.sql keep their code as such templates;
+-- tests/engine/generated/ holds what they render for two queues.
+create or replace function pgque._render(i_template text, i_values jsonb)
+returns text
+language plpgsql immutable
+as $$
+declare
+    v_parts text[] := pg_catalog.regexp_split_to_array(i_template, '\{[a-z0-9_]+\}');
+    v_names text[] := array(
+        select m[1] from pg_catalog.regexp_matches(i_template, '\{([a-z0-9_]+)\}', 'g') m);
+    v_out text := v_parts[1];
+    i integer;
+begin
+    for i in 1 .. coalesce(pg_catalog.cardinality(v_names), 0) loop
+        if not i_values ? v_names[i] then
+            raise exception 'pgque internal error: no value for {%} in a template', v_names[i]
+                using detail = 'pgque:assertion_failed';
+        end if;
+        v_out := v_out || (i_values ->> v_names[i]) || v_parts[i + 1];
+    end loop;
+    return v_out;
+end
+$$;
+
 -- Internal: the parameters, pass-through arguments and per-table INSERT of
 -- one router kind: 'event' (one event, every field given) or 'batch'
 -- (send_batch's parallel arrays; each array but i_payloads may be NULL,
@@ -52,7 +78,7 @@ begin
                || ' i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text';
         args := 'i_queue_id, i_table, i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type,'
              || ' i_ev_data, i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4';
-        insert_sql := 'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+        insert_sql := 'insert into {table} (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
                    || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
                    || ' values (i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,'
                    || ' i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4)';
@@ -65,7 +91,7 @@ begin
         -- The multi-array unnest walks the parallel arrays together. It
         -- exists only unqualified: the callers are definer functions with
         -- search_path pinned.
-        insert_sql := 'insert into %s (ev_id, ev_time, ev_type, ev_data,'
+        insert_sql := 'insert into {table} (ev_id, ev_time, ev_type, ev_data,'
                    || ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
                    || ' select id, pg_catalog.now(), coalesce(t, i_type), p, e1, e2, e3, e4'
                    || ' from unnest(i_ids, i_payloads, i_types, i_extra1, i_extra2, i_extra3, i_extra4)'
@@ -140,6 +166,17 @@ returns text
 language plpgsql immutable
 as $$
 declare
+    -- Both halves of a search step; one branch of a linear run (keyword
+    -- 'if' for the first, 'elsif' after), closed by 'end if;'.
+    v_split constant text := $tpl$if {var} < {key} then
+{low}
+else
+{high}
+end if;
+$tpl$;
+    v_branch constant text := $tpl${keyword} {var} = {key} then
+{code}
+$tpl$;
     n integer := coalesce(pg_catalog.cardinality(i_keys), 0);
     half integer;
     v_code text := '';
@@ -150,14 +187,15 @@ begin
     end if;
     if n > 4 then
         half := n / 2;
-        return pg_catalog.format(E'if %s < %s then\n%s\nelse\n%s\nend if;\n',
-            i_var, i_keys[half + 1],
-            pgque._router_branches(i_var, i_keys[1:half], i_codes[1:half]),
-            pgque._router_branches(i_var, i_keys[half + 1:n], i_codes[half + 1:n]));
+        return pgque._render(v_split, pg_catalog.jsonb_build_object(
+            'var', i_var, 'key', i_keys[half + 1],
+            'low', pgque._router_branches(i_var, i_keys[1:half], i_codes[1:half]),
+            'high', pgque._router_branches(i_var, i_keys[half + 1:n], i_codes[half + 1:n])));
     end if;
     for i in 1 .. n loop
-        v_code := v_code || pg_catalog.format(E'%s %s = %s then\n%s\n',
-            case when i = 1 then 'if' else 'elsif' end, i_var, i_keys[i], i_codes[i]);
+        v_code := v_code || pgque._render(v_branch, pg_catalog.jsonb_build_object(
+            'keyword', case when i = 1 then 'if' else 'elsif' end,
+            'var', i_var, 'key', i_keys[i], 'code', i_codes[i]));
     end loop;
     return v_code || E'end if;\n';
 end
@@ -175,13 +213,17 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set check_function_bodies = off
 as $$
 declare
+    v_function constant text := $tpl$create or replace function pgque.{name}({params})
+returns integer
+language plpgsql
+as $router$
+{body}$router$
+$tpl$;
     k record;
 begin
     k := pgque._router_kind(i_kind);
-    execute pg_catalog.format(
-        E'create or replace function pgque.%I(%s)\nreturns integer\nlanguage plpgsql\n'
-        || E'as $router$\n%s$router$',
-        i_name, k.params, i_body);
+    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+        'name', pg_catalog.quote_ident(i_name), 'params', k.params, 'body', i_body));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public', i_name, k.params);
 end
 $$;
@@ -192,11 +234,11 @@ create or replace function pgque._router_call(i_kind text, i_name text)
 returns text
 language sql immutable
 as $$
-    select pg_catalog.format('    return pgque.%s(%s);',
-        case when i_name is not null then pg_catalog.quote_ident(i_name)
-             when i_kind = 'event' then '_insert_dynamic'
-             else '_insert_batch_dynamic' end,
-        (pgque._router_kind(i_kind)).args)
+    select pgque._render('    return pgque.{function}({args});', pg_catalog.jsonb_build_object(
+        'function', case when i_name is not null then pg_catalog.quote_ident(i_name)
+                         when i_kind = 'event' then '_insert_dynamic'
+                         else '_insert_batch_dynamic' end,
+        'args', (pgque._router_kind(i_kind)).args))
 $$;
 
 -- Internal: writes the top router of a kind with a branch for every middle
@@ -207,6 +249,13 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- A branch per middle router (m: which 2,048 queue ids), then the dynamic path.
+    v_body constant text := $tpl$declare
+    m integer := i_queue_id / {span};
+begin
+{branches}{fallback}
+end
+$tpl$;
     v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
     v_middles integer[];
 begin
@@ -218,13 +267,13 @@ begin
          where p.pronamespace = 'pgque'::regnamespace
            and p.proname ~ ('^_route_' || i_kind || '_m[0-9]+$')
          order by m);
-    perform pgque._write_router('_route_' || i_kind, i_kind, pg_catalog.format(
-        E'declare\n    m integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
-        v_span,
-        pgque._router_branches('m', v_middles,
-            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
-                    from pg_catalog.unnest(v_middles) m)),
-        pgque._router_call(i_kind, null)));
+    perform pgque._write_router('_route_' || i_kind, i_kind, pgque._render(v_body,
+        pg_catalog.jsonb_build_object(
+            'span', v_span,
+            'branches', pgque._router_branches('m', v_middles,
+                array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
+                        from pg_catalog.unnest(v_middles) m)),
+            'fallback', pgque._router_call(i_kind, null))));
 end
 $$;
 
@@ -236,6 +285,13 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- A branch per leaf (k: which 16 queue ids), then the dynamic path.
+    v_body constant text := $tpl$declare
+    k integer := i_queue_id / {leaf_size};
+begin
+{branches}{fallback}
+end
+$tpl$;
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
 begin
@@ -243,14 +299,15 @@ begin
                 where pronamespace = 'pgque'::regnamespace and proname = v_name) then
         return;
     end if;
-    perform pgque._write_router(v_name, i_kind, pg_catalog.format(
-        E'declare\n    k integer := i_queue_id / %s;\nbegin\n%s%s\nend\n',
-        pgque._router_leaf_size(),
-        pgque._router_branches('k',
-            array(select v_first + g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
-            array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
-                    from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
-        pgque._router_call(i_kind, null)));
+    perform pgque._write_router(v_name, i_kind, pgque._render(v_body,
+        pg_catalog.jsonb_build_object(
+            'leaf_size', pgque._router_leaf_size(),
+            'branches', pgque._router_branches('k',
+                array(select v_first + g
+                        from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+                array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
+                        from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
+            'fallback', pgque._router_call(i_kind, null))));
     perform pgque._write_top_router(i_kind);
 end
 $$;
@@ -264,6 +321,13 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
+    -- A branch per queue, and in it one per event table, then the dynamic path.
+    v_body constant text := $tpl$begin
+{branches}{fallback}
+end
+$tpl$;
+    v_table_code constant text := $tpl$    {insert};
+    return 1;$tpl$;
     v_insert text := (pgque._router_kind(i_kind)).insert_sql;
     v_ids integer[];
     v_codes text[];
@@ -271,8 +335,9 @@ begin
     select pg_catalog.array_agg(q.queue_id order by q.queue_id),
            pg_catalog.array_agg(pgque._router_branches('i_table',
                array(select t from pg_catalog.generate_series(0, q.queue_ntables - 1) t),
-               array(select pg_catalog.format(E'    %s;\n    return 1;',
-                                pg_catalog.format(v_insert, pgque._event_table_name(q, t)))
+               array(select pgque._render(v_table_code, pg_catalog.jsonb_build_object(
+                                'insert', pgque._render(v_insert, pg_catalog.jsonb_build_object(
+                                    'table', pgque._event_table_name(q, t)))))
                        from pg_catalog.generate_series(0, q.queue_ntables - 1) t))
                order by q.queue_id)
       into v_ids, v_codes
@@ -281,8 +346,9 @@ begin
      where q.queue_id between i_leaf * pgque._router_leaf_size()
                           and (i_leaf + 1) * pgque._router_leaf_size() - 1;
     perform pgque._write_router('_route_' || i_kind || '_l' || i_leaf, i_kind,
-        E'begin\n' || pgque._router_branches('i_queue_id', v_ids, v_codes)
-        || pgque._router_call(i_kind, null) || E'\nend\n');
+        pgque._render(v_body, pg_catalog.jsonb_build_object(
+            'branches', pgque._router_branches('i_queue_id', v_ids, v_codes),
+            'fallback', pgque._router_call(i_kind, null))));
 end
 $$;
 
