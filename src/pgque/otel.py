@@ -42,7 +42,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
-from opentelemetry.metrics._internal import _ProxyMeterProvider
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from pgque import tracing
@@ -99,6 +98,15 @@ _DEFAULT_KINDS: dict[str, SpanKind] = {
 # The conventions' advisory buckets for durations, in seconds.
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                      10.0)  # fmt: skip
+
+
+def _api_only(provider: metrics.MeterProvider) -> bool:
+    """True for a meter provider of the OpenTelemetry API package itself: the global
+    default before an SDK sets one (a proxy) or ``NoOpMeterProvider``. Both drop every
+    measurement; an SDK's provider (``opentelemetry.sdk``, or another vendor's) comes
+    from another module."""
+    module = type(provider).__module__
+    return module == "opentelemetry.metrics" or module.startswith("opentelemetry.metrics.")
 
 
 def error_type(exc: BaseException) -> str:
@@ -216,7 +224,7 @@ class Telemetry:
     def metering(self) -> bool:
         """False when measurements would be dropped anyway (no SDK meter provider configured)."""
         provider = self._meter_provider or metrics.get_meter_provider()
-        return not isinstance(provider, (_ProxyMeterProvider, metrics.NoOpMeterProvider))
+        return not _api_only(provider)
 
     @staticmethod
     def attributes(operation: str, queue: str) -> dict[str, Any]:
