@@ -138,6 +138,19 @@ def test_a_stale_module_is_found_and_rewritten(
     assert tool.main(["--check"]) == 0
 
 
+def test_a_generated_module_without_its_source_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orphan = tmp_path / "src" / "pgque" / "old_twin.py"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_text(tool.header("src/pgque/async_old_twin.py") + "x = 1\n")
+    (tmp_path / "src" / "pgque" / "kept.py").write_text("x = 1\n")
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    assert tool.orphans() == ["src/pgque/old_twin.py"]
+    assert tool.main(["--check"]) == 1
+    assert "src/pgque/old_twin.py" in capsys.readouterr().out
+
+
 def test_an_unused_prose_phrase_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tool, "PROSE", [*tool.PROSE, ("no source says this", "")])
     assert tool.main(["--check"]) == 2

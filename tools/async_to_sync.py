@@ -316,8 +316,27 @@ def generate(source_text: str, source: str, target: str) -> str:
     return _ruff(["format", "--quiet"], text, target)
 
 
+def orphans() -> list[str]:
+    """Modules under src/ that carry the generated header but are no pair's target (a
+    source renamed or removed without its generated twin)."""
+    first = header("").split(" from ", 1)[0]
+    targets = set(PAIRS.values())
+    found = []
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        with path.open(encoding="utf-8") as module:
+            if module.readline().startswith(first) and relative not in targets:
+                found.append(relative)
+    return found
+
+
 def run(check: bool, only: list[str]) -> int:
     """Generate (or check) the pairs; the exit status."""
+    left = orphans()
+    if left:
+        print("generated modules whose source is gone (delete them, or add the pair to PAIRS):",
+              *left, sep="\n  ")  # fmt: skip
+        return 1
     stale: list[str] = []
     _prose_used.clear()
     for source, target in PAIRS.items():
