@@ -51,3 +51,21 @@ def test_serves_the_console_and_prints_its_address(db: str, conn: Any) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_lag_warning_is_an_option(db: str, conn: Any) -> None:
+    seed_queue(conn, "orders")
+    bad = _pgque("-d", db, "web", "--lag-warning", "soon")
+    assert bad.returncode == 2 and "--lag-warning" in bad.stderr
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgque.cli", "-d", db, "web", "--port", "0", "--lag-warning", "90s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().rsplit(" ", 1)[1].strip()
+        with urllib.request.urlopen(url + "api/queues/orders", timeout=10) as response:
+            assert json.load(response)["lag_warning"] == 90
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

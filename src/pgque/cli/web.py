@@ -54,9 +54,13 @@ def web_available() -> bool:
 )
 @click.option("--password", envvar="PGQUE_WEB_PASSWORD", default=None,
               help="Basic-auth password [env: PGQUE_WEB_PASSWORD].")  # fmt: skip
+@click.option("--lag-warning", default="5m", show_default=True,
+              help="A consumer with pending events this far behind gets a warning badge"
+                   " (a duration: 90s, 5m, 1h).")  # fmt: skip
 def web_cmd(
-    host: str, port: int, allow_writes: bool, user: str | None, password: str | None
-) -> None:
+    host: str, port: int, allow_writes: bool, user: str | None, password: str | None,
+    lag_warning: str,
+) -> None:  # fmt: skip
     """Serve the web console: queues, consumers, events, dead letters, /healthz, /metrics.
 
     Read-only unless --allow-writes; the database role bounds what it can do
@@ -69,8 +73,17 @@ def web_cmd(
             "give both --user and --password (or PGQUE_WEB_USER and PGQUE_WEB_PASSWORD)",
             ExitCode.USAGE,
         )
+    from pgque.errors import PgqueInvalidArgument
     from pgque.web import ConsoleSettings, loopback_hosts, serve
+    from pgque.web.formatting import duration_seconds
     from pgque.web.server import bind, url_of
+
+    try:
+        lag_seconds = duration_seconds(lag_warning, "--lag-warning")
+    except PgqueInvalidArgument as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
+    if lag_seconds <= 0:
+        raise CliError(f"--lag-warning must be more than 0, got {lag_warning!r}", ExitCode.USAGE)
 
     conn = connect()
     try:
@@ -87,7 +100,7 @@ def web_cmd(
         ) from exc
     console = ConsoleSettings(
         dsn=settings().dsn or "", allow_writes=allow_writes, user=user, password=password,
-        allowed_hosts=loopback_hosts(host),
+        allowed_hosts=loopback_hosts(host), lag_warning=lag_seconds,
     )  # fmt: skip
     if console.allowed_hosts is None and not console.auth_required:
         err().print(f"warning: listening on {host} without --user/--password: anyone who"
