@@ -15,6 +15,9 @@ from typing import Any, Generic, TypeVar, overload
 
 import psycopg
 
+from pgque._delays import MAX_RETRY_AFTER, RANGE, check_delay
+from pgque.message import Message
+
 __all__ = [
     "ALL_MESSAGES",
     "MAX_RETRY_AFTER",
@@ -30,21 +33,8 @@ __all__ = [
 
 #: ``max_messages`` meaning "the whole batch".
 ALL_MESSAGES = 2_147_483_647
-#: The longest retry delay in seconds: ``pgque.nack``'s bound of 100 years, as
-#: PostgreSQL compares intervals (a year of 360 days).
-MAX_RETRY_AFTER = 3_110_400_000
-_RANGE = f"from 0 to {MAX_RETRY_AFTER} (100 years)"
 
 T = TypeVar("T")
-
-
-def check_delay(name: str, value: object) -> float:
-    """``value`` as seconds of delay, or an error naming ``name`` and the range."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds {_RANGE}, got {value!r}")
-    if not 0 <= value <= MAX_RETRY_AFTER:  # NaN fails this too
-        raise ValueError(f"{name} must be seconds {_RANGE}, got {value!r}")
-    return value
 
 
 def check_backoff(value: object) -> tuple[float, float] | None:
@@ -53,7 +43,7 @@ def check_backoff(value: object) -> tuple[float, float] | None:
         return None
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise TypeError(f"retry_backoff must be (base, cap) in seconds, got {value!r}")
-    wanted = f"retry_backoff must be (base, cap) with base <= cap, each seconds {_RANGE}"
+    wanted = f"retry_backoff must be (base, cap) with base <= cap, each seconds {RANGE}"
     try:
         base, cap = (check_delay("retry_backoff", v) for v in value)
     except (TypeError, ValueError) as exc:
@@ -91,8 +81,6 @@ def check_handler(
         )
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-    from pgque.message import Message  # here: pgque.message imports this module
-
     fields = [f for f in Message.__dataclass_fields__ if not f.startswith("_")]
     if ordered_by is not None and ordered_by not in fields:
         raise ValueError(f"ordered_by must be a Message field such as 'extra1', got {ordered_by!r}")

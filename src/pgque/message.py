@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pgque._consumer_options import check_delay
+from pgque._delays import check_delay
 
 __all__ = ["Event", "Message"]
 
