@@ -141,6 +141,36 @@ def test_held_xmin_slows_ticking(
     assert time.monotonic() - sent < 2.5
 
 
+def test_a_consumers_open_batch_does_not_slow_ticking(
+    db: str, connect: Any, conn: psycopg.Connection[Any], plain_queue: str,
+    tickers: list[pgque.Ticker],
+) -> None:  # fmt: skip
+    """A batch is work, not a transaction left open: a consumer whose batch lasts past
+    held_xmin_after does not slow the ticks another consumer of the queue waits for."""
+    one(conn, "select pgque.subscribe('q', 'other')")
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    one(conn, "select pgque.force_tick('q')")
+    one(conn, "select pgque.ticker('q')")
+    busy = connect(autocommit=False)  # a consumer inside a long handler
+    assert rows(busy, "select msg_id from pgque.receive('q', 'c', 10)") != []
+    one(busy, "select pg_current_xact_id()")  # and it wrote something
+    assert one(conn, "select pgque.xmin_horizon()") is None
+    ticker = start(tickers, db, held_xmin_after=0.3)
+    wait_for(lambda: ticker.leading)
+    time.sleep(1.0)  # past held_xmin_after with the batch still open
+    before = one(conn, "select count(*) from pgque.tick")
+    for _ in range(20):
+        one(conn, "select pgque.send('q', '{}'::jsonb)")
+        time.sleep(0.01)
+    wait_for(lambda: one(conn, "select count(*) from pgque.tick") - before > 3, timeout=5)
+    assert not ticker.held_xmin
+    busy.rollback()
+    # Any other transaction left open holds it.
+    one(busy, "select pg_current_xact_id()")
+    assert one(conn, "select pgque.xmin_horizon()") is not None
+    busy.rollback()
+
+
 def test_consumer_auto_ticker(
     kind: str, db: str, conn: psycopg.Connection[Any], plain_queue: str, start: Any
 ) -> None:

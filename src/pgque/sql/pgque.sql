@@ -5855,6 +5855,14 @@ begin
                                    where d.datname = pg_catalog.current_database())
                    and a.pid <> pg_catalog.pg_backend_pid()
                    and a.backend_type <> 'autovacuum worker'
+                   -- A consumer inside a batch: its transaction wrote the batch
+                   -- into its subscription row (uncommitted, so seen here only as
+                   -- the old version's xmax). A batch is work in progress, not a
+                   -- transaction left open, for its first minute.
+                   and not (a.backend_xid is not null
+                            and a.xact_start > pg_catalog.now() - interval '1 minute'
+                            and exists (select 1 from pgque.subscription s
+                                         where s.xmax = a.backend_xid))
                 union all
                 select p.transaction from pg_catalog.pg_prepared_xacts p
                  where p.database = pg_catalog.current_database()
@@ -5867,7 +5875,7 @@ begin
 end
 $$;
 comment on function pgque.xmin_horizon() is
-    'The oldest transaction id holding back VACUUM in this database (sessions, prepared transactions, replication slots), as text; NULL when nothing does. The SDK ticker slows down while it does not move.';
+    'The oldest transaction id holding back VACUUM in this database (sessions, prepared transactions, replication slots), as text; NULL when nothing does. A consumer''s open batch is left out for its first minute. The SDK ticker slows down while it does not move.';
 
 -- Internal: the names of the scheduler jobs start() and start_timetable() create.
 create or replace function pgque._job_names()
