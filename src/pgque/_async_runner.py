@@ -101,6 +101,7 @@ class AsyncRunner:
         self._ticker = policy.TickerSwitch(source, self._log, self.lead.name, pooler=pooled)
         self._probe = policy.ListenProbe(self._log, self.lead.name)
         self._may_self_tick = False  # decided on every connection (_session)
+        self._connected = False  # once connected, a refused connection is retried
 
     async def run(self) -> None:
         """Consume until the stop event is set; raises what ends consuming (see
@@ -125,7 +126,8 @@ class AsyncRunner:
         """After a session ended with ``exc``: raise, or wait the reconnect pause."""
         dsn = self.lead.dsn
         given = isinstance(dsn, psycopg.AsyncConnection) and dsn.closed
-        pause = policy.recover(exc, self._backoff, self._log, self.lead.name, given_closed=given)
+        pause = policy.recover(exc, self._backoff, self._log, self.lead.name, given_closed=given,
+                               connected=self._connected)  # fmt: skip
         for consumer in self.consumers:
             consumer.reconnects += 1
             consumer.listening = False
@@ -134,6 +136,7 @@ class AsyncRunner:
     async def _session(self) -> None:
         """One connection (and listener): poll, wait, until stopped or an error."""
         async with self._connection() as conn:
+            self._connected = True
             for consumer in self.consumers:
                 await consumer.prepare(conn)
             async with setup_errors(conn, self.lead.queue, self.lead.name):

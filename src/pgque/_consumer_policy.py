@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import secrets
 import shlex
 import time
@@ -170,14 +171,43 @@ class SettleFailures:
         self._backoff.reset()
 
 
+# What the server answers a connection that cannot succeed until someone changes the
+# DSN, a role or the server's configuration (a server that is away is transient).
+_REFUSED = re.compile(
+    r'database "[^"]*" does not exist|role "[^"]*" does not exist|password authentication'
+    r" failed|no password supplied|no pg_hba\.conf entry|authentication failed|invalid"
+    r" connection option|missing \"=\"|invalid (?:URI|integer value|port)"
+)
+
+
+def never_connects(exc: BaseException) -> bool:
+    """True for a connection error that retrying cannot cure: no such database or role,
+    a wrong password, no pg_hba.conf entry, an unparsable DSN."""
+    if not isinstance(exc, (psycopg.OperationalError, psycopg.ProgrammingError)):
+        return False
+    return _REFUSED.search(str(exc)) is not None
+
+
 def recover(
-    exc: BaseException, backoff: Backoff, log: logging.Logger, name: str, *, given_closed: bool
+    exc: BaseException,
+    backoff: Backoff,
+    log: logging.Logger,
+    name: str,
+    *,
+    given_closed: bool,
+    connected: bool = True,
 ) -> float:
     """After a consumer's session ended with ``exc``: raise what ends ``start()`` (giving
-    up, a setup error, a broken connection of the caller's); else log it and return
-    the pause before reconnecting."""
+    up, a setup error, a broken connection of the caller's, a first connection that
+    can never succeed); else log it and return the pause before reconnecting."""
     if pooler_symptom(exc):
         raise pooler_error(exc) from exc
+    if not connected and never_connects(exc):
+        raise PgqueConnectionError(
+            f"consumer {name}: cannot connect: {describe(exc)}: check the DSN (database,"
+            " user, password) and the server's pg_hba.conf; not retried, since it cannot"
+            " pass by itself"
+        ) from exc
     if isinstance(exc, ConsumerGaveUp) or setup_problem(exc) is not None:
         raise exc
     if given_closed:

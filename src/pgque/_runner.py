@@ -101,6 +101,7 @@ class Runner:
         self._ticker = policy.TickerSwitch(source, self._log, self.lead.name, pooler=pooled)
         self._probe = policy.ListenProbe(self._log, self.lead.name)
         self._may_self_tick = False  # decided on every connection (_session)
+        self._connected = False  # once connected, a refused connection is retried
 
     def run(self) -> None:
         """Consume until the stop event is set; raises what ends consuming (see
@@ -125,7 +126,8 @@ class Runner:
         """After a session ended with ``exc``: raise, or wait the reconnect pause."""
         dsn = self.lead.dsn
         given = isinstance(dsn, psycopg.Connection) and dsn.closed
-        pause = policy.recover(exc, self._backoff, self._log, self.lead.name, given_closed=given)
+        pause = policy.recover(exc, self._backoff, self._log, self.lead.name, given_closed=given,
+                               connected=self._connected)  # fmt: skip
         for consumer in self.consumers:
             consumer.reconnects += 1
             consumer.listening = False
@@ -134,6 +136,7 @@ class Runner:
     def _session(self) -> None:
         """One connection (and listener): poll, wait, until stopped or an error."""
         with self._connection() as conn:
+            self._connected = True
             for consumer in self.consumers:
                 consumer.prepare(conn)
             with setup_errors(conn, self.lead.queue, self.lead.name):

@@ -299,6 +299,12 @@ def from_database_error(exc: psycopg.Error) -> PgqueError:
     if cls is PgquePoolerError:
         return pooler_error(exc)
     message = exc.diag.message_primary or str(exc).strip()
+    if exc.sqlstate == "3F000" and '"pgque"' in message:  # schema "pgque" does not exist
+        cls = PgqueNotInstalledError
+        message += (
+            ": pgque is not installed in this database; run `pgque install`"
+            " (or pgque.install(conn)) with an owner role"
+        )
     error = cls(message)
     error.sqlstate = exc.sqlstate
     error.code = code

@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - the test extra installs it
     _orjson = None  # type: ignore[assignment, unused-ignore]
 
-__all__ = ["JSON", "RAW_TEXT", "Serializer", "dumps", "fast_json"]
+__all__ = ["JSON", "RAW_TEXT", "Serializer", "dumps", "fast_json", "json_with"]
 
 
 def _default(value: Any) -> Any:
@@ -34,7 +34,12 @@ def _default(value: Any) -> Any:
         return str(value)
     if isinstance(value, enum.Enum):
         return value.value
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    raise TypeError(
+        f"Object of type {type(value).__name__} is not JSON serializable: make it a JSON"
+        " value first (e.g. a datetime's .isoformat()), or give the producer a serializer"
+        " that can, e.g. serializer=pgque.serializers.json_with(default=str) or a"
+        " pgque.serializers.Serializer of your own"
+    )
 
 
 _STDLIB = json.JSONEncoder(
@@ -124,3 +129,28 @@ def _encode_raw(payload: Any) -> str:
 JSON = Serializer(_encode_json, "jsonb")
 #: str payloads stored exactly as given, through the text overloads.
 RAW_TEXT = Serializer(_encode_raw, "text")
+
+
+def json_with(default: Callable[[Any], Any]) -> Serializer:
+    """A JSON serializer that calls ``default(value)`` for each value JSON cannot hold
+    (datetimes, decimals, sets, your classes) and encodes what it returns, as
+    :func:`json.dumps`'s ``default=`` does; a ``str`` payload is JSON text, as with
+    :data:`JSON`.
+
+    Example:
+        >>> encode = json_with(default=str).encode
+        >>> encode({"at": datetime.date(2024, 1, 2)})  # doctest: +SKIP
+        '{"at":"2024-01-02"}'
+    """
+    encoder = json.JSONEncoder(
+        separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=default
+    )
+
+    def encode(payload: Any) -> str:
+        if isinstance(payload, str):
+            return payload
+        if isinstance(payload, (bytes, bytearray, memoryview)):
+            return _encode_json(payload)  # raises its TypeError
+        return encoder.encode(payload)
+
+    return Serializer(encode, "jsonb")

@@ -76,3 +76,41 @@ def test_a_pause_of_zero_is_refused_not_spun(db: str, args: tuple[str, ...]) -> 
     assert done.code == ExitCode.USAGE, done.stdout
     assert done.stdout == ""
     assert "too short: the pause between looks must be at least 100ms" in done.stderr
+
+
+def test_unclear_messages_are_whole_and_name_the_problem(db: str) -> None:
+    # Issue 34, item 6: cut-off and misleading messages.
+    missing = run("dlq", "show", "99999", dsn=db)
+    assert missing.code == ExitCode.NOT_FOUND
+    assert missing.stderr == (
+        "pgque: error: no dead letter with id 99999:"
+        " `pgque dlq QUEUE` lists the dead letters of a queue\n"
+    )
+    empty = run("create-queue", "", dsn=db)
+    assert empty.code == ExitCode.USAGE
+    assert empty.stderr == "pgque: error: invalid argument: queue name must not be empty\n"
+    empty = run("create-queue", "", "-o", "max_retries=3", dsn=db)
+    assert empty.stderr == "pgque: error: invalid argument: queue name must not be empty\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("create-queue", "nl\nx"), 'queue name "nl\\nx" must not contain control characters'),
+        (("create-queue", "x ", "-o", "max_retries=3"),
+         'queue name "x " must not begin or end with a space'),
+        (("subscribe", "q", "c\nd"), 'consumer name "c\\nd" must not contain control characters'),
+        (("subscribe", "q", " c"), 'consumer name " c" must not begin or end with a space'),
+        (("create-queue", "q2", "-c", "c\t"),
+         'consumer name "c\\t" must not contain control characters'),
+    ],
+)  # fmt: skip
+def test_names_a_table_cannot_show_are_refused(db: str, args: tuple[str, ...], says: str) -> None:
+    run("create-queue", "q", dsn=db)
+    done = run(*args, dsn=db)
+    assert done.code == ExitCode.USAGE, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pgque: error: invalid argument: {says}"), lines
+    listed = run("queues", "--json", dsn=db).json()
+    assert [q["queue_name"] for q in listed] == ["q"]
+    assert run("consumers", "q", "--json", dsn=db).json() == []

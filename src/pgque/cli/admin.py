@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shlex
+import unicodedata
 
 import click
 
@@ -49,6 +51,8 @@ def create_queue_cmd(
     transaction: a bad option or consumer name creates nothing.
     """
     settings = dict(options)
+    for consumer in consumers:
+        check_consumer_name(consumer)
     subscribed: dict[str, bool] = {}
     with session() as client:
         queue_done = False
@@ -59,8 +63,8 @@ def create_queue_cmd(
                 for consumer in consumers:
                     subscribed[consumer] = bool(client.subscribe(name, consumer))
         except PgqueInvalidArgument as exc:
-            if queue_done:
-                raise  # a consumer's name, said as it is: nothing was created
+            if queue_done or not settings or str(exc).startswith("queue name"):
+                raise  # a name, said as it is: nothing was created
             raise _option_error(client, name, settings, exc) from exc
     if as_json:
         emit_json(
@@ -75,6 +79,18 @@ def create_queue_cmd(
         console.print(f"queue {name!r} exists" + ("; options applied" if settings else ""))
     for consumer, new in subscribed.items():
         console.print(_subscribed_text(name, consumer, new))
+
+
+def check_consumer_name(name: str) -> None:
+    """Refuse a consumer name that tables and log lines cannot show as one line: control
+    characters, spaces at either end (the SQL refuses the same in queue names)."""
+    shown = json.dumps(name, ensure_ascii=False)
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        raise PgqueInvalidArgument(
+            f"consumer name {shown} must not contain control characters (newline, tab, ...)"
+        )
+    if name != name.strip():
+        raise PgqueInvalidArgument(f"consumer name {shown} must not begin or end with a space")
 
 
 def _subscribed_text(queue: str, consumer: str, new: bool) -> str:
@@ -94,6 +110,7 @@ def subscribe_cmd(queue: str, consumer: str, as_json: bool) -> None:
     Run it before sending: an event sent while a queue has no consumer is
     received by nobody. Harmless when CONSUMER is subscribed already.
     """
+    check_consumer_name(consumer)
     with session() as client:
         require_queue(client, queue)
         new = bool(client.subscribe(queue, consumer))

@@ -160,7 +160,8 @@ def _show_dead_letter(dead_letter_id: int, as_json: bool) -> None:
         dead = client.dead_letter(dead_letter_id)
     if dead is None:
         raise CliError(
-            f"no dead letter with id {dead_letter_id}: `pgque dlq QUEUE` lists a queue's",
+            f"no dead letter with id {dead_letter_id}:"
+            " `pgque dlq QUEUE` lists the dead letters of a queue",
             ExitCode.NOT_FOUND,
         )
     if as_json:

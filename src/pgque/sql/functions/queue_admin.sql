@@ -11,6 +11,18 @@ begin
     if i_queue_name = '' then
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
     end if;
+    -- A name is shown in tables, log lines and URLs: no line breaks or other
+    -- control characters, no spaces at either end (names that look alike).
+    if i_queue_name ~ '[[:cntrl:]]' then
+        raise exception 'queue name % must not contain control characters (newline, tab, ...)',
+            pg_catalog.to_json(i_queue_name)
+            using detail = 'pgque:invalid_argument';
+    end if;
+    if i_queue_name ~ '^[[:space:]]|[[:space:]]$' then
+        raise exception 'queue name % must not begin or end with a space',
+            pg_catalog.to_json(i_queue_name)
+            using detail = 'pgque:invalid_argument';
+    end if;
     -- The NOTIFY channel 'pgque_<name>' is an identifier: at most 63 bytes.
     if pg_catalog.octet_length(i_queue_name) > 57 then
         raise exception 'queue name too long: % bytes (max 57). pg_notify channel ''pgque_<queue_name>'' must fit in 63 bytes.',
