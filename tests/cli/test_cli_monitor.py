@@ -49,7 +49,8 @@ def test_status_json_shape(pgque: Pgque, busy: str) -> None:
     data = run.json()
     assert set(data) == {
         "pgque_version", "postgresql_version", "pg_cron_version", "database", "scheduler",
-        "tick_period_ms", "components", "queues", "consumers", "health", "worst", "healthy",
+        "tick_period_ms", "ticker_leader", "server_time", "components", "queues", "consumers",
+        "health", "worst", "healthy",
     }  # fmt: skip
     assert data["scheduler"] == "manual"
     assert data["tick_period_ms"] == 100

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import click
+import psycopg
 from rich.console import Group
 from rich.live import Live
 from rich.padding import Padding
@@ -95,6 +96,7 @@ def collect_status(client: PgqueClient) -> dict[str, Any]:
     health = _health_rows(client)
     scheduler = next((c for c in components if c["component"] == "scheduler"), None)
     tick_period = conn.execute(query("tick_period_ms")).fetchone()
+    leader, now = _ticker_leader(conn)
     return {
         "pgque_version": version,
         "postgresql_version": server.split()[0] if server else None,
@@ -102,12 +104,48 @@ def collect_status(client: PgqueClient) -> dict[str, Any]:
         "database": conn.info.dbname,
         "scheduler": scheduler["status"] if scheduler else None,
         "tick_period_ms": tick_period[0] if tick_period else None,
+        "ticker_leader": leader,
+        "server_time": now,
         "components": components,
         "queues": _queue_rows(client, health),
         "consumers": _consumer_rows(client, health),
         "health": health,
         "worst": worst([r["status"] for r in health]),
     }
+
+
+def _ticker_leader(conn: Any) -> tuple[dict[str, Any] | None, dt.datetime | None]:
+    """The holder of the ticker lease (None: nobody ever led, or it cannot be read),
+    and the server's clock."""
+    try:
+        row = conn.execute(query("status_ticker_leader")).fetchone()
+    except psycopg.Error:  # an older pgque, or a role that may not read it
+        return None, None
+    if row is None or row[1] is None:
+        return None, row[7] if row else None
+    names = ("application_name", "pid", "client_addr", "since", "renewed", "expires", "active")
+    return dict(zip(names, row[:7], strict=True)), row[7]
+
+
+def ticking_text(leader: dict[str, Any] | None, now: dt.datetime | None) -> str:
+    """Who leads ticking, in words: the lease holder, or that nobody leads."""
+    if leader is None:
+        return (
+            "nobody leads: no Ticker, `pgque ticker` or scheduled ticker loop holds"
+            " the ticker lease"
+        )
+    who = f"{leader['application_name'] or 'a session without application_name'}"
+    where = f", from {leader['client_addr']}" if leader["client_addr"] else ""
+    who += f" (pid {leader['pid']}{where})"
+    since = leader["since"].isoformat(sep=" ", timespec="seconds") if leader["since"] else "?"
+    renewed = leader["renewed"]
+    ago = f"{format_seconds(now - renewed)} ago" if now and renewed else "?"
+    if leader["active"]:
+        return f"led by {who} since {since}, lease renewed {ago}"
+    return (
+        f"nobody leads: {who} led from {since}, lease last renewed {ago} (expired or"
+        " resigned); run `pgque ticker`, a Consumer's in-process ticker, or `pgque start`"
+    )
 
 
 # -- rendering ------------------------------------------------------------------------
@@ -188,6 +226,7 @@ def render_status(data: dict[str, Any]) -> Group:
         f"tick period {period} ms" if period is not None else "",
     )
     checks = {(r["queue_name"], r["check_name"]): r for r in data["health"]}
+    system.add_row("Ticking:", ticking_text(data["ticker_leader"], data["server_time"]), "")
     for label, name in (("Ticker:", "pg_cron_ticker"), ("Maintenance:", "pg_cron_maint")):
         row = checks.get(("system", name))
         if row is not None:

@@ -375,6 +375,14 @@ select pg_catalog.has_function_privilege('pgque.pause_queue(text)', 'execute')
 -- name: queue_exists
 select exists (select from pgque.get_queue_info(%s))
 
+-- name: status_ticker_leader
+-- pgque status: who holds the ticker lease. expires is -infinity before the
+-- first leader and after a resignation: NULL here.
+select application_name, pid, pg_catalog.host(client_addr), since, renewed,
+       case when pg_catalog.isfinite(expires) then expires end,
+       coalesce(active, false), pg_catalog.clock_timestamp()
+  from pgque.ticker_leader()
+
 -- name: pg_cron_version
 select extversion from pg_catalog.pg_extension where extname = 'pg_cron'
 
