@@ -62,6 +62,8 @@ KEPT_NAMES: dict[str, set[str]] = {
     "latency_percentiles": names("consumer_name period queue_name"),
     "register_consumer": names("x_consumer_id x_queue_name"),
     "register_consumer_at": names("x_consumer_name x_queue_name x_tick_pos"),
+    # schedule/unschedule take send's names (queue_name, type_name, payload).
+    "schedule": names("cron payload queue_name schedule_name time_zone type_name"),
     "send": names("extra1 extra2 extra3 extra4 payload queue_name type_name"),
     "send_batch": names("extra1 extra2 extra3 extra4 payloads queue_name type_name type_names"),
     "set_queue_config": names("x_param_name x_param_value x_queue_name"),
@@ -70,6 +72,7 @@ KEPT_NAMES: dict[str, set[str]] = {
     "test_consume": names("consumer expected_type queue"),
     "test_send": names("payload queue"),
     "unregister_consumer": names("x_consumer_name x_queue_name"),
+    "unschedule": names("queue_name schedule_name"),
     "unsubscribe": names("consumer queue"),
 }
 

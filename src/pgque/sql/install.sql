@@ -31,6 +31,7 @@
 \ir functions/coop.sql
 \ir functions/idem.sql
 \ir functions/partition.sql
+\ir functions/schedule.sql
 \ir functions/lifecycle.sql
 \ir functions/observability.sql
 \ir functions/test_helpers.sql

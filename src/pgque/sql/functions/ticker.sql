@@ -204,6 +204,11 @@ begin
             v_count := v_count + 1;
         end if;
     end loop;
+    -- Due periodic schedules (schedule.sql): their events go out with this
+    -- transaction and into the next tick.
+    if exists (select 1 from pgque.schedule where sc_next_run <= pg_catalog.now()) then
+        perform pgque._fire_schedules(null);
+    end if;
     return v_count;
 end
 $$;

@@ -62,6 +62,13 @@ begin
     if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) is distinct from 0 then
         perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
     end if;
+    -- The queue's due periodic schedules (schedule.sql), for a consumer
+    -- that ticks its queue with no other ticker running.
+    if exists (select 1 from pgque.schedule s join pgque.queue q on q.queue_id = s.sc_queue
+                where q.queue_name = i_queue_name and s.sc_next_run <= pg_catalog.now()) then
+        perform pgque._fire_schedules(
+            (select q.queue_id from pgque.queue q where q.queue_name = i_queue_name));
+    end if;
     return pgque.ticker_eager(i_queue_name, i_max_wait);
 end
 $$;

@@ -143,6 +143,7 @@ grant execute on function
     pgque.queue_stats(),
     pgque.consumer_stats(),
     pgque.ticker_leader(),
+    pgque.schedules(),
     pgque.queue_health(),
     pgque.otel_metrics(),
     pgque.throughput(text, interval, interval),

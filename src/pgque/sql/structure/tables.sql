@@ -235,6 +235,22 @@ insert into pgque.tick_lock (tl_queue)
 select queue_id from pgque.queue
 on conflict (tl_queue) do nothing;
 
+-- Periodic schedules (functions/schedule.sql): an event to send to a queue
+-- at every occurrence of a cron expression; sc_next_run is the next one.
+create table if not exists pgque.schedule (
+    sc_queue      integer not null references pgque.queue (queue_id) on delete cascade,
+    sc_name       text not null,
+    sc_cron       text not null,
+    sc_time_zone  text not null default 'UTC',
+    sc_type       text,
+    sc_payload    text not null,
+    sc_next_run   timestamptz not null,
+    sc_last_run   timestamptz,
+    sc_last_event bigint,
+    primary key (sc_queue, sc_name)
+);
+create index if not exists schedule_next_run_idx on pgque.schedule (sc_next_run);
+
 -- The ticker lease: who leads ticking (the SDK Ticker, ticker_loop, a
 -- scheduler job) until when. A leader renews it as it ticks; one that
 -- vanishes, or sits idle in a pooled session, loses it when it expires.
