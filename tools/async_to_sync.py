@@ -58,6 +58,7 @@ PAIRS: dict[str, str] = {
     "src/pgque/_async_runner.py": "src/pgque/_runner.py",
     "src/pgque/_async_slots.py": "src/pgque/_slots.py",
     "src/pgque/_async_batch.py": "src/pgque/_batch.py",
+    "src/pgque/_async_executor.py": "src/pgque/_executor.py",
 }
 
 #: Names renamed besides the ``AsyncX`` -> ``X`` rule.
@@ -65,6 +66,7 @@ NAMES: dict[str, str] = {
     "ASYNC": "ASYNC",  # removed with the branches it guards
     "_acompat": "_compat",
     "_async_batch": "_batch",
+    "_async_executor": "_executor",
     "_async_runner": "_runner",
     "_async_settle": "_settle",
     "_async_slots": "_slots",

@@ -12,11 +12,11 @@ import time
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
-from pgque._queries import LiteralString, query
+from pgque._executor import execute, fetch_all, fetch_value
+from pgque.errors import PgqueError
 
-__all__ = ["Maintenance", "value"]
+__all__ = ["Maintenance"]
 
 logger = logging.getLogger("pgque.ticker")
 
@@ -62,7 +62,7 @@ class Maintenance:
                         delay = 0.1
                         # Until the next job: the leader's stop sets this event too.
                         self._stop.wait(max(self.next_due() - time.monotonic(), 0.0))
-            except psycopg.Error as exc:
+            except (psycopg.Error, PgqueError) as exc:
                 logger.warning("ticker: maintenance failed, retrying in %.1fs: %s", delay, exc)
                 self._stop.wait(delay)
                 delay = min(delay * 2, 30.0)
@@ -70,23 +70,20 @@ class Maintenance:
     def run_due(self, conn: psycopg.Connection[Any], now: float) -> None:
         """Whatever maintenance is due at ``now``."""
         if now >= self.retries_due:
-            while value(conn, query("maint_retry_events")):
+            while fetch_value(conn, "maint_retry_events"):
                 pass
-            conn.execute(query("maint_deliver_delayed"))
+            execute(conn, "maint_deliver_delayed")
             self.retries_due = now + self.ticker.retry_interval
         if now >= self.maint_due:
             # Never waits on a lock an application holds; commits per step.
-            conn.execute(query("run_maint"))
-            for (table,) in conn.execute(query("maint_tables_to_vacuum")).fetchall():
+            execute(conn, "run_maint")
+            for (table,) in fetch_all(conn, "maint_tables_to_vacuum"):
                 schema, _, name = table.partition(".")
                 try:
-                    conn.execute(sql.SQL(query("vacuum")).format(sql.Identifier(schema, name)))
-                except psycopg.errors.InsufficientPrivilege:
+                    execute(conn, "vacuum", identifiers=[(schema, name)])
+                except PgqueError as exc:
+                    if exc.sqlstate != "42501":  # insufficient_privilege
+                        raise
                     logger.debug("ticker: may not vacuum %s", table)
             self.maint_due = now + self.ticker.maint_interval
 
-
-def value(conn: psycopg.Connection[Any], statement: LiteralString, params: Any = None) -> Any:
-    """The first column of the statement's first row (None without rows)."""
-    row = conn.execute(statement, params).fetchone()
-    return None if row is None else row[0]

@@ -64,14 +64,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from pgque._compat import notifications
+from pgque._executor import execute, fetch_all, fetch_value
 from pgque._maintenance import Maintenance
-from pgque._maintenance import value as _value
-from pgque._queries import query
-from pgque.errors import PgquePoolerError, pooler_error, pooler_symptom
+from pgque.errors import PgqueError, PgquePoolerError, pooler_error, pooler_symptom
 
 __all__ = ["WAKE_CHANNEL", "Ticker"]
 
@@ -255,14 +253,15 @@ class Ticker:
                 with self._connection() as conn:
                     delay = 0.1
                     self._session(conn)
-            except psycopg.errors.InsufficientPrivilege as exc:
-                logger.warning("ticker: this role may not tick (grant it pgque_admin): %s", exc)
-                self.leading = False
-                return
-            except psycopg.Error as exc:
-                if pooler_symptom(exc) and not self.pooler:
-                    self.failure = pooler_error(exc)
-                    self.failure.__cause__ = exc
+            except (psycopg.Error, PgqueError) as exc:
+                if exc.sqlstate == "42501":  # insufficient_privilege
+                    logger.warning("ticker: this role may not tick (grant it pgque_admin): %s", exc)
+                    self.leading = False
+                    return
+                if (isinstance(exc, PgquePoolerError) or pooler_symptom(exc)) and not self.pooler:
+                    self.failure = exc if isinstance(exc, PgquePoolerError) else pooler_error(exc)
+                    if self.failure is not exc:
+                        self.failure.__cause__ = exc
                     logger.error("ticker: stopped: %s", self.failure)
                     self.leading = False
                     return
@@ -286,7 +285,7 @@ class Ticker:
                     yield c
                 return
             with psycopg.connect(self.source, autocommit=True) as conn:
-                conn.execute(query("set_synchronous_commit"), ("off",))
+                execute(conn, "set_synchronous_commit", ("off",))
                 yield conn
             return
         if isinstance(self.source, psycopg.Connection):
@@ -320,11 +319,11 @@ class Ticker:
                 self._unlisten(conn, WAKE_CHANNEL)
         finally:
             if not conn.closed:
-                with contextlib.suppress(psycopg.Error):
+                with contextlib.suppress(psycopg.Error, PgqueError):
                     for channel in (WAKE_CHANNEL, _RESIGN_CHANNEL):  # a borrowed one's own stay
                         self._unlisten(conn, channel)
                     if self.leading:
-                        conn.execute(query("ticker_resign"), (self.holder,))
+                        execute(conn, "ticker_resign", (self.holder,))
                         logger.info("ticker: stopped leading")
             self.leading = False
             self.held_xmin = False
@@ -332,15 +331,15 @@ class Ticker:
     def _take_lease(self, conn: psycopg.Connection[Any]) -> bool:
         """Take or renew the lease; whether this ticker leads."""
         lease = f"{self.lease} seconds"
-        return bool(_value(conn, query("ticker_lead"), (self.holder, lease)))
+        return bool(fetch_value(conn, "ticker_lead", (self.holder, lease)))
 
     def _listen(self, conn: psycopg.Connection[Any], channel: str) -> None:
         if not self.pooler:  # a pooler lends the session to others between statements
-            conn.execute(sql.SQL(query("listen")).format(sql.Identifier(channel)))
+            execute(conn, "listen", identifiers=[channel])
 
     def _unlisten(self, conn: psycopg.Connection[Any], channel: str) -> None:
         if not self.pooler:
-            conn.execute(sql.SQL(query("unlisten")).format(sql.Identifier(channel)))
+            execute(conn, "unlisten", identifiers=[channel])
 
     def _wait(self, conn: psycopg.Connection[Any], timeout: float) -> bool:
         """Wait for a notification (none through a pooler: just wait), at most ``timeout``;
@@ -437,7 +436,7 @@ class Ticker:
             if self._left_to_consumer(name, now):
                 close = True  # looked at once its consumer waits
                 continue
-            state = _value(conn, query("ticker_stragglers"), (name,))
+            state = fetch_value(conn, "ticker_stragglers", (name,))
             if state == 1:
                 ticked = True
             if state != 2:
@@ -472,7 +471,7 @@ class Ticker:
             if not self.pooler:
                 _drain_notifies(conn)  # older than the arming: what they announce is read now
             started = time.monotonic()
-            rows = conn.execute(query("ticker_arm_wake")).fetchall()
+            rows = fetch_all(conn, "ticker_arm_wake")
             due.sequences = _next_scan(started, time.monotonic())
         moved_self, moved_elsewhere = False, False
         for name, value, ticked in rows:
@@ -500,7 +499,7 @@ class Ticker:
             due.sequences = max(due.sequences, now + _SELF_TICKED_FOR)
         active = bool(pending) or now - self._last_activity < _ACTIVE_FOR
         if active and now >= due.xmin_check:
-            xmin = _value(conn, query("ticker_xmin"))
+            xmin = fetch_value(conn, "ticker_xmin")
             if xmin != due.xmin:
                 due.xmin, due.xmin_since = xmin, now
             due.xmin_check = now + _XMIN_CHECK_INTERVAL
@@ -510,17 +509,17 @@ class Ticker:
             wait = f"{self.max_wait} seconds"
             for name in sorted(pending):
                 # NULL: still letting the batch grow; otherwise ticked or covered.
-                if _value(conn, query("ticker_eager"), (name, wait)) is not None:
+                if fetch_value(conn, "ticker_eager", (name, wait)) is not None:
                     pending.discard(name)
         if now >= due.ticker:
             started = time.monotonic()
-            conn.execute(query("ticker_all"))
+            execute(conn, "ticker_all")
             due.ticker = max(
                 now + (due.period if active else max(due.period, self.idle_poll_interval)),
                 _next_scan(started, time.monotonic()),
             )
         if now >= due.period_check:
-            due.period = int(_value(conn, query("tick_period_ms")) or 100) / 1000.0
+            due.period = int(fetch_value(conn, "tick_period_ms") or 100) / 1000.0
             due.period_check = now + max(1.0, self.idle_poll_interval)
         return scan and not pending and not deferred
 
@@ -536,14 +535,14 @@ def _borrowed(conn: psycopg.Connection[Any], *, pooler: bool) -> Iterator[psycop
         finally:
             conn.prepare_threshold = threshold
         return
-    previous = _value(conn, query("synchronous_commit"))
-    conn.execute(query("set_synchronous_commit"), ("off",))
+    previous = fetch_value(conn, "synchronous_commit")
+    execute(conn, "set_synchronous_commit", ("off",))
     try:
         yield conn
     finally:
         if not conn.closed:
-            with contextlib.suppress(psycopg.Error):
-                conn.execute(query("set_synchronous_commit"), (previous,))
+            with contextlib.suppress(psycopg.Error, PgqueError):
+                execute(conn, "set_synchronous_commit", (previous,))
 
 
 def _drain_notifies(conn: psycopg.Connection[Any]) -> None:
