@@ -39,6 +39,7 @@ from pgque.errors import (
     PgqueConnectionError,
     PgqueConsumerNotFound,
     PgqueError,
+    PgqueInvalidArgument,
     PgqueNotInstalledError,
     PgquePoolerError,
     PgqueQueueNotFound,
@@ -301,7 +302,8 @@ _NOT_INSTALLED = ("3F000", "42P01", "42883")
 
 def setup_problem(exc: BaseException) -> str | None:
     """``"no_queue"``, ``"not_subscribed"``, ``"not_installed"``, ``"denied"``,
-    ``"pooler"`` (a transaction-mode pooler without ``pooler=True``), or None when
+    ``"pooler"`` (a transaction-mode pooler without ``pooler=True``), ``"invalid"`` (the
+    SDK's :class:`~pgque.PgqueInvalidArgument`: a declaration refused), or None when
     ``exc`` is not a setup error (waiting and reconnecting may help then)."""
     if isinstance(exc, PgquePoolerError) or pooler_symptom(exc):
         return "pooler"
@@ -318,6 +320,8 @@ def setup_problem(exc: BaseException) -> str | None:
         return "not_installed"
     if error.sqlstate == "42501":
         return "denied"
+    if isinstance(exc, PgqueInvalidArgument):  # a declaration refused (an @every cron)
+        return "invalid"
     return None
 
 
@@ -327,6 +331,8 @@ def setup_error(
     """The error ``start()`` raises for a setup problem, saying what to run."""
     if problem == "pooler":
         return cause if isinstance(cause, PgquePoolerError) else pooler_error(cause)
+    if problem == "invalid" and isinstance(cause, PgqueError):
+        return cause  # it says what is wrong
     if problem == "not_subscribed" and queue_exists is False:
         problem = "no_queue"  # an older pgque says "not subscriber" for a missing queue
     q, n = shlex.quote(queue), shlex.quote(name)

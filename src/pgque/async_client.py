@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -34,6 +34,7 @@ from pgque.records import (
     MetricSample,
     PartitionSlot,
     QueueStats,
+    Schedule,
     SubconsumerStats,
     ThroughputBucket,
     WritePrivileges,
@@ -552,6 +553,52 @@ class AsyncPgqueClient:
             state.connected = not (self.conn.closed or self.conn.broken)
             state.notes.append(f"pgque_health_unavailable: {from_database_error(exc)}")
         return _health.finish(state, rows)
+
+    # -- schedules -------------------------------------------------------------
+
+    async def schedule(
+        self, queue: str, name: str, cron: str, payload: Any, *, type: str | None = None,
+        time_zone: str = "UTC",
+    ) -> datetime:  # fmt: skip
+        """Create or replace the queue's periodic schedule ``name``; returns its next run.
+
+        Whatever ticks the queue sends ``payload`` (encoded as :meth:`send`
+        does; an :class:`~pgque.Event` gives its type too) as a message of
+        ``type`` (None: ``default``) at each occurrence of ``cron`` (five
+        fields, or ``@hourly``, ``@daily`` ...) in ``time_zone``, once per
+        occurrence; the message's ``extra2`` is ``name``, ``extra3`` the
+        occurrence (UTC, ISO 8601). A replacement with the same cron and
+        time zone keeps its next run, so declaring it at every start neither
+        skips nor repeats one. Needs pgque_admin.
+
+        Raises:
+            PgqueQueueNotFound: No such queue.
+            PgqueInvalidArgument: A bad cron, time zone or name, or a payload
+                that is not JSON; the message says what is wrong.
+        """
+        if isinstance(payload, Event):
+            payload, type = payload.payload, payload.type
+        text = self.serializer.encode(payload)
+        check_text(queue=queue, name=name, cron=cron, type=type, time_zone=time_zone)
+        check_text(payload=text)
+        try:
+            next_run: datetime = await self._one(
+                query("schedule"), (queue, name, cron, text, type, time_zone)
+            )
+        except PgqueError as error:
+            raise json_error(error, [text], "payload") from error.__cause__
+        return next_run
+
+    async def unschedule(self, queue: str, name: str) -> bool:
+        """Remove the queue's schedule ``name``; False when there was none. Needs pgque_admin."""
+        check_text(queue=queue, name=name)
+        return bool(await self._one(query("unschedule"), (queue, name)))
+
+    async def schedules(self, queue: str | None = None) -> list[Schedule]:
+        """Every periodic schedule (of ``queue``, if given) by queue and name, with its next
+        run and the occurrence it sent last (``pgque.schedules()``)."""
+        check_text(queue=queue)
+        return [Schedule(*row) for row in await self._all(query("schedules"), (queue, queue))]
 
 
 async def connect_async(dsn: str, *, autocommit: bool = False) -> AsyncPgqueClient:

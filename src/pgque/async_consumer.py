@@ -55,6 +55,7 @@ from pgque._consumer_options import (
     check_source,
 )
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
+from pgque._every import EverySchedule, Periodic
 from pgque._queries import query
 from pgque.async_client import AsyncPgqueClient
 from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueFenced
@@ -71,7 +72,7 @@ class _BatchAborted(Exception):
     """Raised inside the batch transaction to roll it back (a stop past its timeout)."""
 
 
-class AsyncConsumer(ConsumerSettings):
+class AsyncConsumer(ConsumerSettings, Periodic):
     """Receives a queue's batches and dispatches each message to a handler by type.
 
     The constructor only checks and stores its arguments; no database work
@@ -209,6 +210,7 @@ class AsyncConsumer(ConsumerSettings):
         )  # fmt: skip
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         self._handlers: dict[str, HandlerSpec] = {}
+        self._schedules: dict[str, EverySchedule] = {}  # by name, see every()
         self._stop = Event()
         self._hard_stop = Event()
         self._batch_deadline = Deadline()
@@ -345,6 +347,20 @@ class AsyncConsumer(ConsumerSettings):
             elif self.subscribe:
                 params = (self.queue, self.name, self.subconsumer)
                 await conn.execute(query("subscribe_subconsumer"), params)
+        for schedule in self._schedules.values():  # their errors say what to do already
+            await self._schedule(conn, schedule)
+
+    async def _schedule(self, conn: psycopg.AsyncConnection[Any], every: EverySchedule) -> None:
+        """Upsert a schedule of :meth:`every`; a role that may not goes on when it exists
+        as declared."""
+        try:
+            await conn.execute(query("schedule"), every.params(self.queue))
+        except psycopg.errors.InsufficientPrivilege as exc:
+            cur = await conn.execute(query("schedules"), (self.queue, self.queue))
+            if not any(every.matches(row) for row in await cur.fetchall()):
+                raise every.refused(self.queue, self.name, exc) from exc
+        except psycopg.errors.RaiseException as exc:  # no queue, a bad cron or time zone
+            raise every.failed(self.queue, self.name, exc) from exc
 
     async def poll(
         self, conn: psycopg.AsyncConnection[Any], *, tick: float | None = None

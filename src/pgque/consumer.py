@@ -53,6 +53,7 @@ from pgque._consumer_options import (
     check_source,
 )
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
+from pgque._every import EverySchedule, Periodic
 from pgque._queries import query
 from pgque._runner import Runner, setup_errors
 from pgque._settle import Settler
@@ -72,7 +73,7 @@ class _BatchAborted(Exception):
     """Raised inside the batch transaction to roll it back (a stop past its timeout)."""
 
 
-class Consumer(ConsumerSettings):
+class Consumer(ConsumerSettings, Periodic):
     """Receives a queue's batches and dispatches each message to a handler by type.
 
     The constructor only checks and stores its arguments; no database work
@@ -210,6 +211,7 @@ class Consumer(ConsumerSettings):
         )  # fmt: skip
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         self._handlers: dict[str, HandlerSpec] = {}
+        self._schedules: dict[str, EverySchedule] = {}  # by name, see every()
         self._stop = Event()
         self._hard_stop = Event()
         self._batch_deadline = Deadline()
@@ -342,6 +344,20 @@ class Consumer(ConsumerSettings):
             elif self.subscribe:
                 params = (self.queue, self.name, self.subconsumer)
                 conn.execute(query("subscribe_subconsumer"), params)
+        for schedule in self._schedules.values():  # their errors say what to do already
+            self._schedule(conn, schedule)
+
+    def _schedule(self, conn: psycopg.Connection[Any], every: EverySchedule) -> None:
+        """Upsert a schedule of :meth:`every`; a role that may not goes on when it exists
+        as declared."""
+        try:
+            conn.execute(query("schedule"), every.params(self.queue))
+        except psycopg.errors.InsufficientPrivilege as exc:
+            cur = conn.execute(query("schedules"), (self.queue, self.queue))
+            if not any(every.matches(row) for row in cur.fetchall()):
+                raise every.refused(self.queue, self.name, exc) from exc
+        except psycopg.errors.RaiseException as exc:  # no queue, a bad cron or time zone
+            raise every.failed(self.queue, self.name, exc) from exc
 
     def poll(self, conn: psycopg.Connection[Any], *, tick: float | None = None) -> int | None:
         """Receive one batch on ``conn``, run its handlers, settle and ack it.

@@ -21,6 +21,7 @@ __all__ = [
     "MetricSample",
     "PartitionSlot",
     "QueueStats",
+    "Schedule",
     "SubconsumerStats",
     "ThroughputBucket",
     "WritePrivileges",
@@ -256,6 +257,34 @@ class PartitionSlot:
 
 
 @dataclass(frozen=True)
+class Schedule:
+    """One row of ``pgque.schedules()``: a periodic schedule of a queue.
+
+    Attributes:
+        queue_name: The queue its messages go to.
+        schedule_name: Its name (unique per queue; the ``extra2`` of its messages).
+        cron: The five-field cron expression (or ``@hourly``, ``@daily`` ...).
+        time_zone: The time zone the cron expression is read in.
+        type_name: The type of its messages (None: ``default``).
+        payload: The payload of its messages, as stored (JSON text).
+        next_run: The next occurrence it will send.
+        last_run: The occurrence it sent last (None: none yet); its messages'
+            ``extra3`` in UTC ISO 8601.
+        last_event_id: The id of the event it sent last.
+    """
+
+    queue_name: str
+    schedule_name: str
+    cron: str
+    time_zone: str
+    type_name: str | None
+    payload: str
+    next_run: datetime
+    last_run: datetime | None
+    last_event_id: int | None
+
+
+@dataclass(frozen=True)
 class WritePrivileges:
     """Which of pgque's write calls the connected role may execute.
 
@@ -273,7 +302,7 @@ class WritePrivileges:
 for _cls in (
     QueueStats, ConsumerStats, ComponentStatus, DeadLetter, DlqReplayResult, EventRecord,
     ThroughputBucket, ErrorRateBucket, MetricSample, SubconsumerStats, PartitionSlot,
-    WritePrivileges,
+    Schedule, WritePrivileges,
 ):  # fmt: skip
     _cls.__module__ = "pgque"
 del _cls

@@ -40,7 +40,7 @@ class Pair:
 #: Every sync/async pair of the SDK.
 PAIRS: list[Pair] = [
     Pair(pgque.PgqueClient, pgque.AsyncPgqueClient),
-    Pair(pgque.Consumer, pgque.AsyncConsumer, frozenset({"on", "stop", "reset"})),
+    Pair(pgque.Consumer, pgque.AsyncConsumer, frozenset({"on", "every", "stop", "reset"})),
     Pair(pgque.MultiQueueConsumer, pgque.AsyncMultiQueueConsumer, frozenset({"stop"})),
     Pair(pgque.Producer, pgque.AsyncProducer, frozenset({"batch"})),
     Pair(pgque.ProducerBatch, pgque.AsyncProducerBatch, frozenset({"send"})),
@@ -271,6 +271,10 @@ CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("subconsumer_stats", ("q",), {"limit": 10}),
     ("partition_slots", ("q",), {"limit": 10}),
     ("write_privileges", (), {}),
+    ("schedule", ("q", "s", "@daily", {"r": 1}), {"type": "t", "time_zone": "Europe/Paris"}),
+    ("schedules", (), {}),
+    ("schedules", ("q",), {}),
+    ("unschedule", ("q", "s"), {}),
     # Partition slots: GROUP is the partitioned consumer here (one slot).
     ("subscribe_slot", ("q", "GROUP", 0, 1), {}),
     ("claim_slot", ("q", "GROUP", 0, "w"), {"ttl": 60}),

@@ -550,3 +550,17 @@ select d.dl_id, d.dl_time, d.dl_reason, d.ev_retry, co.co_name as owner, d.ev_ti
 
 -- name: web_lookup_timeout
 select pg_catalog.set_config('statement_timeout', %s, true)
+
+-- Periodic schedules (the client, the CLI, the console, a consumer's @every).
+
+-- name: schedule
+select pgque.schedule(%s, %s, %s, %s::jsonb, %s, %s)
+
+-- name: unschedule
+select pgque.unschedule(%s, %s)
+
+-- name: schedules
+select queue_name, schedule_name, cron, time_zone, type_name, payload, next_run, last_run,
+       last_event_id
+  from pgque.schedules()
+ where %s::text is null or queue_name = %s
