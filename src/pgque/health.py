@@ -17,9 +17,10 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from pgque.monitoring import HealthCheck, worst
+
 __all__ = ["Health", "HealthCheck"]
 
-_RANK = {"ok": 0, "unknown": 1, "warning": 2, "critical": 3}
 _TX_STATUS = {
     TransactionStatus.IDLE: "idle",
     TransactionStatus.ACTIVE: "active",
@@ -27,23 +28,6 @@ _TX_STATUS = {
     TransactionStatus.INERROR: "inerror",
     TransactionStatus.UNKNOWN: "unknown",
 }
-
-
-@dataclass(frozen=True)
-class HealthCheck:
-    """One row of ``pgque.queue_health()``.
-
-    Attributes:
-        queue: The queue, or ``"system"`` for checks of the whole install.
-        name: The check (``ticker_running``, ``consumer_lag:<consumer>``, ...).
-        status: ``"ok"``, ``"warning"`` or ``"critical"``.
-        detail: What was seen, for people.
-    """
-
-    queue: str | None
-    name: str
-    status: str
-    detail: str | None = None
 
 
 @dataclass
@@ -140,15 +124,13 @@ def probe_notes(health: Health, health_fn: str, version_fn: str) -> None:
 def finish(health: Health, rows: list[tuple[Any, ...]] | None) -> Health:
     """Fill in the checks and the overall status."""
     if rows is not None:
-        health.checks = [HealthCheck(str(r[0]) if r[0] is not None else None, str(r[1]),
-                                     str(r[2]), r[3]) for r in rows]  # fmt: skip
+        health.checks = [HealthCheck.from_row(r) for r in rows]
     if not health.connected:
         health.status = "critical"
     elif rows is None:
         health.status = "unknown"
     else:
-        worst = max((_RANK.get(c.status, _RANK["unknown"]) for c in health.checks), default=0)
-        health.status = next(k for k, v in _RANK.items() if v == worst)
+        health.status = worst(c.status for c in health.checks).text
     return health
 
 

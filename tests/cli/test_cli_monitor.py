@@ -237,3 +237,26 @@ def test_status_idle_queue_is_healthy(pgque: Pgque, conn: psycopg.Connection[Any
     checks = {(h["queue_name"], h["check_name"]): h for h in run.json()["health"]}
     assert checks["idle", "ticker_running"]["status"] == "critical"
     assert checks["system", "pg_cron_ticker"]["status"] == "warning"
+
+
+def test_status_unknown_is_never_ok(pgque: Pgque, conn: psycopg.Connection[Any], busy: str) -> None:
+    """A check pgque could not judge ranks above ok and below warning (docs/cli.md)."""
+    # A check the database reports as unknown (as a newer pgque may): queue_health()
+    # gives one more row.
+    conn.execute("alter function pgque.queue_health() rename to queue_health_known")
+    conn.execute(
+        "create function pgque.queue_health()"
+        " returns table (queue_name text, check_name text, status text, detail text)"
+        " language sql as $$ select * from pgque.queue_health_known()"
+        " union all select 'orders', 'replica_lag', 'unknown', 'no replica answered' $$"
+    )
+    run = pgque("status", "--json")
+    assert run.code == ExitCode.OK, run.stdout
+    data = run.json()
+    assert data["worst"] == "unknown" and data["healthy"] is True
+    assert {q["queue_name"]: q["health"] for q in data["queues"]} == {"orders": "unknown"}
+    text = pgque("status")
+    assert "Health: unknown" in text.stdout, text.stdout
+    assert "orders/replica_lag: no replica answered" in text.stdout
+    assert pgque("status", "--fail-on", "warning").code == ExitCode.OK
+    assert pgque("queues", "--json").json()[0]["health"] == "unknown"

@@ -7,6 +7,8 @@ from typing import Any
 import psycopg
 from web_helpers import MakeConsole, seed_queue, tick
 
+from pgque.web import api, pages, routes
+
 
 def test_queues_lists_every_queue_with_its_figures(make_console: MakeConsole, conn: Any) -> None:
     seed_queue(conn, "orders", events=3, dead=2)
@@ -171,3 +173,18 @@ def test_a_database_error_is_a_page_not_a_crash(make_console: MakeConsole, conn:
     assert gone.status_code == 404 and "orders" in gone.text
     assert console.get("/").status_code == 200
     assert isinstance(conn, psycopg.Connection)
+
+
+def test_pages_and_api_share_one_route_table(make_console: MakeConsole, conn: Any) -> None:
+    console = make_console()
+    app_console = console.app.state.console  # type: ignore[attr-defined]
+    served = set(api.queue_handlers(app_console)) | set(pages.queue_handlers(app_console))
+    assert served == {r.name for r in routes.QUEUE_ROUTES}
+    seed_queue(conn, "orders")
+    # A path outside the table, and one the API has no handler for: 404 on each surface.
+    for path in ("/api/queues/orders/nosuch", "/api/queues/orders/confirm"):
+        answer = console.get(path)
+        assert answer.status_code == 404 and "no endpoint GET" in answer.json()["error"]
+    for path in ("/queues/orders/nosuch", "/queues/orders/events/1/2/x"):
+        assert console.get(path).status_code in (400, 404)
+    assert console.post("/queues/orders/events").status_code == 404

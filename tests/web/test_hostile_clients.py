@@ -171,10 +171,32 @@ def test_an_unexpected_error_is_a_generic_500_and_a_logged_traceback(
     try:
         with caplog.at_level(logging.ERROR, logger="pgque.web"):
             status, body = _request(console.url + "api/queues")
+            page_status, page = _request(console.url)
+            queue_status, queue_page = _request(console.url + "queues/orders")
     finally:
         conn.execute("alter table pgque.queue rename column queue_cur_table_x to queue_cur_table")
     assert status == 500, body
     assert json.loads(body) == {"error": "internal error: the console's log has the details"}
     assert "queue_cur_table" not in body
+    # The pages the same: a generic error page, the traceback in the log.
+    for got, html in ((page_status, page), (queue_status, queue_page)):
+        assert got == 500, html
+        assert "internal error: the console&#39;s log has the details" in html, html
+        assert "queue_cur_table" not in html and "Traceback" not in html
     logged = [r for r in caplog.records if r.name == "pgque.web"]
-    assert logged and logged[0].exc_info is not None
+    assert len(logged) == 3 and all(r.exc_info is not None for r in logged)
+
+
+def test_requests_are_logged_at_debug(
+    serve_console: ServeConsole, conn: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    seed_queue(conn, "orders")
+    console = serve_console()
+    with caplog.at_level(logging.DEBUG, logger="pgque.web"):
+        assert _request(console.url + "api/queues/orders?limit=5")[0] == 200
+        assert _request(console.url + "queues/nosuch/dead-letters")[0] == 404
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "pgque.web" and r.levelno == logging.DEBUG]  # fmt: skip
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("GET /api/queues/orders 200 ") and lines[0].endswith(" ms")
+    assert lines[1].startswith("GET /queues/nosuch/dead-letters 404 "), lines

@@ -15,6 +15,8 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from pgque import monitoring
+
 __all__ = [
     "as_dicts",
     "emit_json",
@@ -158,17 +160,13 @@ def format_rate(value: Any) -> str:
     return f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
 
 
-STATUS_STYLE = {"ok": "green", "warning": "yellow", "critical": "bold red"}
-STATUS_RANK = {"ok": 0, "warning": 1, "critical": 2}
+STATUS_STYLE = {"ok": "green", "unknown": "magenta", "warning": "yellow", "critical": "bold red"}
 
 
 def worst(statuses: Iterator[str] | Sequence[str]) -> str:
-    """The worst of ok / warning / critical (``ok`` when there is none)."""
-    result = "ok"
-    for status in statuses:
-        if STATUS_RANK.get(status, 0) > STATUS_RANK[result]:
-            result = status
-    return result
+    """The worst of ``statuses`` by :class:`pgque.monitoring.Status` (ok < unknown <
+    warning < critical; ``ok`` when there is none)."""
+    return monitoring.worst(statuses).text
 
 
 def styled(status: str) -> Text:

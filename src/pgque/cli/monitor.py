@@ -8,9 +8,9 @@ A queue where nothing waits is healthy however old its last tick (the
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -35,12 +35,12 @@ from pgque.cli._output import (
     plural,
     seconds,
     styled,
-    worst,
 )
 from pgque.cli._session import require_installed, require_queue, session
 from pgque.cli._types import Duration
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError
+from pgque.monitoring import HealthCheck, TickerLease, read_snapshot, read_ticker_lease
 
 __all__ = ["COMMANDS", "collect_status", "render_status", "sparkline"]
 
@@ -50,35 +50,10 @@ _SPARKS = "▁▂▃▄▅▆▇█"
 # -- gathering ------------------------------------------------------------------------
 
 
-def _health_by_queue(health: list[dict[str, Any]]) -> dict[str, str]:
-    by_queue: dict[str, list[str]] = collections.defaultdict(list)
-    for row in health:
-        by_queue[row["queue_name"]].append(row["status"])
-    return {name: worst(statuses) for name, statuses in by_queue.items()}
-
-
-def _health_rows(client: PgqueClient) -> list[dict[str, Any]]:
-    """``queue_health()`` as dicts."""
-    checks = client.queue_health()
+def _health_rows(checks: Sequence[HealthCheck]) -> list[dict[str, Any]]:
+    """``queue_health()``'s checks as ``pgque status --json`` prints them."""
     return [{"queue_name": c.queue, "check_name": c.name, "status": c.status, "detail": c.detail}
             for c in checks]  # fmt: skip
-
-
-def _queue_rows(client: PgqueClient, health: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_queue = _health_by_queue(health)
-    rows = as_dicts(client.queue_stats())
-    for row in rows:
-        row["health"] = by_queue.get(row["queue_name"], "ok")
-    return rows
-
-
-def _consumer_rows(client: PgqueClient, health: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    checks = {(r["queue_name"], r["check_name"]): r["status"] for r in health}
-    rows = as_dicts(client.consumer_stats())
-    for row in rows:
-        check = (row["queue_name"], f"consumer_lag:{row['consumer_name']}")
-        row["status"] = checks.get(check, "ok")
-    return rows
 
 
 def collect_status(client: PgqueClient) -> dict[str, Any]:
@@ -93,10 +68,10 @@ def collect_status(client: PgqueClient) -> dict[str, Any]:
         if error.sqlstate != "42501":
             raise
         components = []  # status() is for admins; the rest is readable by pgque_reader
-    health = _health_rows(client)
+    snapshot = read_snapshot(client)
     scheduler = next((c for c in components if c["component"] == "scheduler"), None)
     tick_period = conn.execute(query("tick_period_ms")).fetchone()
-    leader, now = _ticker_leader(conn)
+    lease = _ticker_lease(conn)
     return {
         "pgque_version": version,
         "postgresql_version": server.split()[0] if server else None,
@@ -104,27 +79,23 @@ def collect_status(client: PgqueClient) -> dict[str, Any]:
         "database": conn.info.dbname,
         "scheduler": scheduler["status"] if scheduler else None,
         "tick_period_ms": tick_period[0] if tick_period else None,
-        "ticker_leader": leader,
-        "server_time": now,
+        "ticker_leader": None if lease is None or lease.leader is None
+        else lease.leader.as_json(),
+        "server_time": None if lease is None else lease.now,
         "components": components,
-        "queues": _queue_rows(client, health),
-        "consumers": _consumer_rows(client, health),
-        "health": health,
-        "worst": worst([r["status"] for r in health]),
-    }
+        "queues": [q.as_json() for q in snapshot.queue_health()],
+        "consumers": [c.as_json() for c in snapshot.consumer_health()],
+        "health": _health_rows(snapshot.checks),
+        "worst": snapshot.status.text,
+    }  # fmt: skip
 
 
-def _ticker_leader(conn: Any) -> tuple[dict[str, Any] | None, dt.datetime | None]:
-    """The holder of the ticker lease (None: nobody ever led, or it cannot be read),
-    and the server's clock."""
+def _ticker_lease(conn: psycopg.Connection[Any]) -> TickerLease | None:
+    """Who leads ticking and the server's clock; None when it cannot be read."""
     try:
-        row = conn.execute(query("status_ticker_leader")).fetchone()
-    except psycopg.Error:  # an older pgque, or a role that may not read it
-        return None, None
-    if row is None or row[1] is None:
-        return None, row[7] if row else None
-    names = ("application_name", "pid", "client_addr", "since", "renewed", "expires", "active")
-    return dict(zip(names, row[:7], strict=True)), row[7]
+        return read_ticker_lease(conn)
+    except PgqueError:  # an older pgque, or a role that may not read it
+        return None
 
 
 def ticking_text(leader: dict[str, Any] | None, now: dt.datetime | None) -> str:
@@ -299,7 +270,7 @@ def status_cmd(fail_on: str, as_json: bool) -> None:
 def queues_cmd(as_json: bool) -> None:
     """List every queue with depth, rate, rotation, consumers, dead letters and health."""
     with session() as client:
-        rows = _queue_rows(client, _health_rows(client))
+        rows = [q.as_json() for q in read_snapshot(client).queue_health()]
     if as_json:
         emit_json(rows)
     elif not rows:
@@ -316,8 +287,7 @@ def consumers_cmd(queue: str | None, as_json: bool) -> None:
     with session() as client:
         if queue is not None:
             require_queue(client, queue)
-        health = _health_rows(client)
-        rows = [r for r in _consumer_rows(client, health) if queue in (None, r["queue_name"])]
+        rows = [c.as_json() for c in read_snapshot(client, queue).consumer_health()]
     if as_json:
         emit_json(rows)
     elif not rows:

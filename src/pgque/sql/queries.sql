@@ -375,13 +375,18 @@ select pg_catalog.has_function_privilege('pgque.pause_queue(text)', 'execute')
 -- name: queue_exists
 select exists (select from pgque.get_queue_info(%s))
 
--- name: status_ticker_leader
--- pgque status: who holds the ticker lease. expires is -infinity before the
--- first leader and after a resignation: NULL here.
+-- name: ticker_leader
+-- Who holds the ticker lease (pgque status, the console, /metrics), read as a
+-- pgque.monitoring.TickerLease. expires is -infinity before the first leader
+-- and after a resignation: NULL here (psycopg loads no infinite timestamp).
 select application_name, pid, pg_catalog.host(client_addr), since, renewed,
        case when pg_catalog.isfinite(expires) then expires end,
        coalesce(active, false), pg_catalog.clock_timestamp()
   from pgque.ticker_leader()
+
+-- name: monitoring_config
+-- The scheduler, its jobs and the tick period: a pgque.monitoring.MonitoringConfig.
+select scheduler, ticker_job_id, maint_job_id, tick_period_ms from pgque.config
 
 -- name: pg_cron_version
 select extversion from pg_catalog.pg_extension where extname = 'pg_cron'
@@ -487,17 +492,6 @@ select (select pg_catalog.count(*) from pgque.delayed_events)
 
 -- The web console (pgque.web): its own reads, each bounded (payload previews
 -- cut in the database, one event looked up by id).
-
--- name: web_ticker_leader
--- expires is -infinity before the first leader and after a resignation:
--- NULL here (psycopg loads no infinite timestamp).
-select application_name, pid, client_addr, since, renewed,
-       case when pg_catalog.isfinite(expires) then expires end as expires,
-       coalesce(active, false) as active, pg_catalog.clock_timestamp() as now
-  from pgque.ticker_leader()
-
--- name: web_scheduler
-select scheduler, ticker_job_id, maint_job_id, tick_period_ms from pgque.config
 
 -- name: web_backend
 select backend_type, query from pg_catalog.pg_stat_activity where pid = %s

@@ -15,10 +15,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from pgque.web import data, metrics, reads, writes
-from pgque.web.app import Console, Handler, HttpError, guarded, http_error, queue_route
+from pgque.web.console import Console, Handler, HttpError, guarded, http_error
 from pgque.web.formatting import jsonable
+from pgque.web.routes import QueueHandler
 
-__all__ = ["healthz", "metrics_text", "queue_routes", "queues"]
+__all__ = ["healthz", "metrics_text", "not_found", "queue_handlers", "queues"]
 
 _DEFAULT_LIMIT = 50
 
@@ -37,33 +38,47 @@ def queues(console: Console) -> Handler:
     return handle
 
 
-def queue_routes(console: Console) -> Handler:
-    """``/api/queues/<name>[/events|/dead-letters|/dead-letters/replay|...]``."""
+def queue_handlers(console: Console) -> dict[str, QueueHandler]:
+    """The API's handlers of :data:`~pgque.web.routes.QUEUE_ROUTES`:
+    ``/api/queues/<name>[/events[/<id>]|/dead-letters[/replay|/purge]|/pause|/resume]``."""
 
-    async def handle(request: Request) -> Response:
-        queue, tail = queue_route(request, "/api/queues")
+    async def queue_detail(request: Request, queue: str, _: str) -> Response:
+        async with console.client() as client:
+            return _json(await data.queue_detail(client, queue, console.settings.lag_warning))
+
+    async def events(request: Request, queue: str, _: str) -> Response:
         params = request.query_params
-        if request.method == "GET":
-            async with console.client() as client:
-                if tail == "":
-                    lag_warning = console.settings.lag_warning
-                    return _json(await data.queue_detail(client, queue, lag_warning))
-                if tail == "events":
-                    limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
-                    events = await data.recent_events(client, queue, limit, params.get("type"))
-                    return _json({"queue": queue, "events": events})
-                if tail.startswith("events/"):
-                    ev_id = data.event_id(tail.removeprefix("events/"), queue)
-                    return _json({"queue": queue, **await data.event(client, queue, ev_id)})
-                if tail == "dead-letters":
-                    limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
-                    letters = await data.dead_letters(client, queue, limit)
-                    return _json({"queue": queue, "dead_letters": letters})
-        elif tail in ("pause", "resume", "dead-letters/replay", "dead-letters/purge"):
-            return await _post(console, request, queue, tail)
-        raise HttpError(404, f"no endpoint {request.method} {tail!r} for queue {queue!r}")
+        limit = data.checked_limit(params.get("limit"), _DEFAULT_LIMIT, queue)
+        async with console.client() as client:
+            found = await data.recent_events(client, queue, limit, params.get("type"))
+        return _json({"queue": queue, "events": found})
 
-    return handle
+    async def event(request: Request, queue: str, ev_id: str) -> Response:
+        number = data.event_id(ev_id, queue)
+        async with console.client() as client:
+            return _json({"queue": queue, **await data.event(client, queue, number)})
+
+    async def dead_letters(request: Request, queue: str, _: str) -> Response:
+        limit = data.checked_limit(request.query_params.get("limit"), _DEFAULT_LIMIT, queue)
+        async with console.client() as client:
+            letters = await data.dead_letters(client, queue, limit)
+        return _json({"queue": queue, "dead_letters": letters})
+
+    def write(action: str) -> QueueHandler:
+        async def handle(request: Request, queue: str, _: str) -> Response:
+            return await _post(console, request, queue, action)
+
+        return handle
+
+    return {
+        "queue": queue_detail, "events": events, "event": event, "dead_letters": dead_letters,
+        **{action: write(action) for action in ("pause", "resume", "replay", "purge")},
+    }  # fmt: skip
+
+
+def not_found(method: str, tail: str, queue: str) -> HttpError:
+    """The API's 404 for a queue URL no route serves."""
+    return HttpError(404, f"no endpoint {method} {tail!r} for queue {queue!r}")
 
 
 async def _body(request: Request, queue: str) -> dict[str, Any]:
@@ -86,9 +101,8 @@ async def _body(request: Request, queue: str) -> dict[str, Any]:
     return body
 
 
-async def _post(console: Console, request: Request, queue: str, tail: str) -> Response:
+async def _post(console: Console, request: Request, queue: str, action: str) -> Response:
     body = await _body(request, queue)
-    action = tail.removeprefix("dead-letters/")
     ids: list[int] = []
     if action == "replay":
         if body.get("all") is True:
@@ -126,7 +140,7 @@ def metrics_text(console: Console) -> Handler:
         async with console.client() as client:
             text = metrics.exposition(
                 await client.metric_samples(), await client.queue_health(),
-                await reads.ticker_leader(client),
+                await reads.ticker_lease(client),
             )  # fmt: skip
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -8,7 +8,6 @@ JSON API sends as they are (through :func:`~pgque.web.formatting.jsonable`).
 
 from __future__ import annotations
 
-import collections
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -21,7 +20,7 @@ from pgque.errors import (
     PgqueMessageNotFound,
     PgqueQueueNotFound,
 )
-from pgque.health import HealthCheck
+from pgque.monitoring import HealthCheck, Snapshot, aread_snapshot, worst
 from pgque.records import (
     ConsumerStats,
     DeadLetter,
@@ -31,7 +30,6 @@ from pgque.records import (
 )
 from pgque.web import judge, reads, ticking
 from pgque.web.formatting import jsonable
-from pgque.web.metrics import worst_status
 
 __all__ = [
     "CHART_BUCKET",
@@ -81,15 +79,8 @@ async def _throughput(client: AsyncPgqueClient, queue: str) -> list[ThroughputBu
     return [by_start.get(int(b.bucket_start.timestamp()), b) for b in empty]
 
 
-def _checks_by_queue(checks: list[HealthCheck]) -> dict[str | None, list[HealthCheck]]:
-    by_queue: dict[str | None, list[HealthCheck]] = collections.defaultdict(list)
-    for check in checks:
-        by_queue[check.queue].append(check)
-    return by_queue
-
-
 def _consumers(
-    stats: QueueStats, consumers: list[ConsumerStats], checks: list[HealthCheck],
+    stats: QueueStats, consumers: list[ConsumerStats], checks: tuple[HealthCheck, ...],
     lag_warning: float,
 ) -> list[dict[str, Any]]:  # fmt: skip
     by_name = {c.name: c for c in checks}
@@ -103,7 +94,7 @@ def _consumers(
 
 
 def _queue_row(
-    stats: QueueStats, checks: list[HealthCheck], consumers: list[dict[str, Any]]
+    stats: QueueStats, checks: tuple[HealthCheck, ...], consumers: list[dict[str, Any]]
 ) -> dict[str, Any]:
     row: dict[str, Any] = asdict(stats)
     reasons = judge.reasons([c for c in checks if not c.name.startswith("consumer_lag:")])
@@ -112,7 +103,7 @@ def _queue_row(
          "text": f"consumer {c['consumer_name']}: {c['reason']}"}
         for c in consumers if c["status"] != "ok"
     ]  # fmt: skip
-    row["health"] = worst_status([r["status"] for r in reasons])
+    row["health"] = worst(r["status"] for r in reasons).text
     row["health_reasons"] = reasons
     row["last_tick_age"] = (
         None if stats.last_tick_time is None
@@ -137,26 +128,21 @@ async def _scheduler(client: AsyncPgqueClient) -> dict[str, Any] | None:
 
 async def overview(client: AsyncPgqueClient, lag_warning: float) -> dict[str, Any]:
     """Every queue with its figures, health (and why) and throughput sparkline; who ticks."""
-    checks = await client.queue_health()
-    by_queue = _checks_by_queue(checks)
-    consumers_of: dict[str, list[ConsumerStats]] = collections.defaultdict(list)
-    for consumer in await client.consumer_stats():
-        consumers_of[consumer.queue_name].append(consumer)
+    snapshot: Snapshot = await aread_snapshot(client)
     queues = []
-    all_stats = await client.queue_stats()
-    for stats in all_stats:
-        checks_here = by_queue.get(stats.queue_name, [])
-        consumers = _consumers(stats, consumers_of[stats.queue_name], checks_here, lag_warning)
+    for stats in snapshot.queues:
+        checks_here = snapshot.checks_of(stats.queue_name)
+        consumers_here = snapshot.consumers_of(stats.queue_name)
+        consumers = _consumers(stats, consumers_here, checks_here, lag_warning)
         row = _queue_row(stats, checks_here, consumers)
         row["throughput"] = [b.events for b in await _throughput(client, stats.queue_name)]
         queues.append(row)
-    system = [asdict(c) for c in by_queue.get("system", [])]
     return {
         "queues": queues,
-        "status": worst_status([c.status for c in checks]),
-        "system_checks": system,
+        "status": snapshot.status.text,
+        "system_checks": [asdict(c) for c in snapshot.checks_of("system")],
         "components": await _scheduler(client),
-        "ticking": await ticking.ticking(client, all_stats, checks),
+        "ticking": await ticking.ticking(client, snapshot.queues, snapshot.checks),
     }
 
 
@@ -167,12 +153,13 @@ async def queue_detail(client: AsyncPgqueClient, queue: str, lag_warning: float)
     Raises:
         PgqueQueueNotFound: No such queue.
     """
-    found = await client.queue_stats(queue)
+    snapshot = await aread_snapshot(client, queue)
+    found = snapshot.queues
     if not found:
         raise PgqueQueueNotFound(f"no queue named {queue!r}: the overview lists the queues")
-    checks = [c for c in await client.queue_health() if c.queue == queue]
+    checks = snapshot.checks_of(queue)
     positions = await client.consumer_positions(queue)
-    consumers = _consumers(found[0], await client.consumer_stats(queue), checks, lag_warning)
+    consumers = _consumers(found[0], list(snapshot.consumers), checks, lag_warning)
     for row in consumers:
         row["position"] = positions.get(row["consumer_name"])
         row["ticks_behind"] = (

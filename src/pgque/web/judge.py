@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from pgque.health import HealthCheck
+from pgque.monitoring import HealthCheck, worst
 from pgque.records import ConsumerStats
 from pgque.web.formatting import age
-from pgque.web.metrics import worst_status
 
 __all__ = ["check_label", "consumer_verdict", "reasons"]
 
@@ -62,7 +61,7 @@ def consumer_verdict(
         threshold += f"; critical past {age(rotation_period)} (the rotation period)"
     console = "warning" if pending > 0 and behind > lag_warning else "ok"
     database = "ok" if check is None else check.status
-    status = worst_status([console, database])
+    status = worst([console, database]).text
     if pending == 0:
         reason = "caught up"
     else:

@@ -12,12 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pgque.health import HealthCheck
+from pgque.monitoring import HealthCheck, Status, TickerLease, worst
 from pgque.records import MetricSample
 
-__all__ = ["PROMETHEUS_NAMES", "exposition", "health_verdict", "worst_status"]
-
-_RANK = {"ok": 0, "unknown": 1, "warning": 2, "critical": 3}
+__all__ = ["PROMETHEUS_NAMES", "exposition", "health_verdict"]
 
 
 @dataclass(frozen=True)
@@ -70,10 +68,10 @@ def _number(value: Any) -> str:
     return str(int(number)) if number.is_integer() else repr(number)
 
 
-def _leader_families(leader: dict[str, Any]) -> dict[str, tuple[PromMetric, list[str]]]:
+def _leader_families(lease: TickerLease) -> dict[str, tuple[PromMetric, list[str]]]:
     """Who leads ticking (``pgque.ticker_leader()``): active 0/1 always; who and
     since when while a ticker leads."""
-    active = bool(leader.get("active"))
+    active = lease.leading
     families = {
         "pgque_ticker_leader_active": (
             PromMetric("pgque_ticker_leader_active", "gauge",
@@ -81,14 +79,17 @@ def _leader_families(leader: dict[str, Any]) -> dict[str, tuple[PromMetric, list
             [f"pgque_ticker_leader_active {int(active)}"],
         ),
     }  # fmt: skip
-    if not active:
+    leader = lease.leader
+    if leader is None or not active or leader.since is None or leader.renewed is None:
         return families
+    shown = {"application_name": leader.application_name, "client_addr": leader.client_addr,
+             "pid": leader.pid}  # fmt: skip
     labels = ",".join(
-        f'{key}="{_label_value(leader.get(key) if leader.get(key) is not None else "")}"'
-        for key in ("application_name", "client_addr", "pid")
+        f'{key}="{_label_value(value if value is not None else "")}"'
+        for key, value in shown.items()
     )
-    since = _number(round((leader["now"] - leader["since"]).total_seconds(), 3))
-    renewed = _number(round((leader["now"] - leader["renewed"]).total_seconds(), 3))
+    since = _number(round((lease.now - leader.since).total_seconds(), 3))
+    renewed = _number(round((lease.now - leader.renewed).total_seconds(), 3))
     families["pgque_ticker_leader_info"] = (
         PromMetric("pgque_ticker_leader_info", "gauge",
                    "The session leading ticking (value 1): application name, client address, pid."),
@@ -110,7 +111,7 @@ def _leader_families(leader: dict[str, Any]) -> dict[str, tuple[PromMetric, list
 def exposition(
     samples: Sequence[MetricSample],
     health: Sequence[HealthCheck],
-    leader: dict[str, Any] | None = None,
+    lease: TickerLease | None = None,
 ) -> str:
     """Prometheus text format 0.0.4: every sample under its family's HELP and TYPE,
     plus ``pgque_health_status`` (0 ok, 1 unknown, 2 warning, 3 critical) per check
@@ -130,12 +131,12 @@ def exposition(
         )  # fmt: skip
         lines = [
             f'pgque_health_status{{check="{_label_value(c.name)}",queue="{_label_value(c.queue)}"}}'
-            f" {_RANK.get(c.status, 1)}"
+            f" {int(c.level)}"
             for c in health
         ]
         families[metric.name] = (metric, lines)
-    if leader is not None:
-        families.update(_leader_families(leader))
+    if lease is not None:
+        families.update(_leader_families(lease))
     out: list[str] = []
     for metric, lines in families.values():
         out.append(f"# HELP {metric.name} {metric.help}")
@@ -144,17 +145,11 @@ def exposition(
     return "\n".join(out) + "\n"
 
 
-def worst_status(statuses: Sequence[str]) -> str:
-    """The worst of ``ok``, ``unknown``, ``warning``, ``critical`` (``ok`` when none)."""
-    worst = max((_RANK.get(s, _RANK["unknown"]) for s in statuses), default=0)
-    return next(name for name, rank in _RANK.items() if rank == worst)
-
-
 def health_verdict(checks: Sequence[HealthCheck]) -> tuple[dict[str, Any], int]:
     """``/healthz``'s body and HTTP status: 200 for ok and warning, 503 for critical."""
-    status = worst_status([c.status for c in checks])
+    status = worst(c.status for c in checks)
     body = {
-        "status": status,
+        "status": status.text,
         "checks": len(checks),
         "failing": [
             {"queue": c.queue, "check": c.name, "status": c.status, "detail": c.detail}
@@ -162,4 +157,4 @@ def health_verdict(checks: Sequence[HealthCheck]) -> tuple[dict[str, Any], int]:
             if c.status != "ok"
         ],
     }
-    return body, 503 if status == "critical" else 200
+    return body, 503 if status is Status.CRITICAL else 200

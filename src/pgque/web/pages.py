@@ -13,20 +13,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from pgque.web import charts, data, reads, writes
-from pgque.web.app import Console, Handler, HttpError, queue_route
+from pgque.web.console import Console, Handler, HttpError
 from pgque.web.formatting import age, duration_seconds, queue_path
+from pgque.web.routes import QUEUE_ROUTES, QueueHandler
 from pgque.web.security import CSRF_COOKIE, valid_csrf
 
-__all__ = ["overview_page", "queue_routes"]
+__all__ = ["not_found", "overview_page", "queue_handlers"]
 
 _DLQ_LIMIT = 100
 _EVENTS_LIMIT = 50
-_POST_PATHS = {
-    "pause": "pause",
-    "resume": "resume",
-    "dead-letters/replay": "replay",
-    "dead-letters/purge": "purge",
-}
 
 
 def overview_page(console: Console) -> Handler:
@@ -42,28 +37,42 @@ def overview_page(console: Console) -> Handler:
     return handle
 
 
-def queue_routes(console: Console) -> Handler:
-    """``/queues/<name>[/dead-letters|/confirm|/<write>]``."""
+def queue_handlers(console: Console) -> dict[str, QueueHandler]:
+    """The pages' handlers of :data:`~pgque.web.routes.QUEUE_ROUTES`:
+    ``/queues/<name>[/dead-letters|/confirm|/events[/<id>]|/<write>]``."""
 
-    async def handle(request: Request) -> Response:
-        queue, tail = queue_route(request, "/queues")
-        if request.method == "POST" and tail in _POST_PATHS:
-            return await _write(console, request, queue, _POST_PATHS[tail])
-        if request.method == "GET" and tail == "":
-            return await _queue_page(console, request, queue)
-        if request.method == "GET" and tail == "dead-letters":
-            return await _dead_letters_page(console, request, queue)
-        if request.method == "GET" and tail == "confirm":
-            return await _confirm_page(console, request, queue)
-        if request.method == "GET" and tail == "events":
-            ev_id = data.event_id(request.query_params.get("id"), queue)
-            return RedirectResponse(queue_path(queue, "events", str(ev_id)), 303)
-        if request.method == "GET" and tail.startswith("events/"):
-            ev_id = data.event_id(tail.removeprefix("events/"), queue)
-            return await _event_page(console, request, queue, ev_id)
-        raise HttpError(404, f"no page {tail!r} for queue {queue!r}")
+    async def queue_page(request: Request, queue: str, _: str) -> Response:
+        return await _queue_page(console, request, queue)
 
-    return handle
+    async def dead_letters(request: Request, queue: str, _: str) -> Response:
+        return await _dead_letters_page(console, request, queue)
+
+    async def confirm(request: Request, queue: str, _: str) -> Response:
+        return await _confirm_page(console, request, queue)
+
+    async def find_event(request: Request, queue: str, _: str) -> Response:
+        ev_id = data.event_id(request.query_params.get("id"), queue)
+        return RedirectResponse(queue_path(queue, "events", str(ev_id)), 303)
+
+    async def event(request: Request, queue: str, ev_id: str) -> Response:
+        return await _event_page(console, request, queue, data.event_id(ev_id, queue))
+
+    def write(action: str) -> QueueHandler:
+        async def handle(request: Request, queue: str, _: str) -> Response:
+            return await _write(console, request, queue, action)
+
+        return handle
+
+    return {
+        "queue": queue_page, "dead_letters": dead_letters, "confirm": confirm,
+        "events": find_event, "event": event,
+        **{action: write(action) for action in ("pause", "resume", "replay", "purge")},
+    }  # fmt: skip
+
+
+def not_found(method: str, tail: str, queue: str) -> HttpError:
+    """The pages' 404 for a queue URL no page serves."""
+    return HttpError(404, f"no page {tail!r} for queue {queue!r}")
 
 
 async def _queue_page(console: Console, request: Request, queue: str) -> Response:
@@ -122,7 +131,7 @@ async def _confirm_page(console: Console, request: Request, queue: str) -> Respo
         stats = await client.queue_stats(queue)
     if not stats:
         raise HttpError(404, f"no queue named {queue!r}: the overview lists the queues")
-    post_path = next(path for path, name in _POST_PATHS.items() if name == action.split("-")[0])
+    post_path = next(r.path for r in QUEUE_ROUTES if r.name == action.split("-")[0])
     words: dict[str, Any] = _plain_english(queue, action, len(ids), seconds, stats[0].dlq_count)
     return console.page(
         request, "confirm.html", name=queue, action=action, ids=ids, shown_ids=ids[:20],

@@ -1,7 +1,8 @@
 """The console's own reads (``web_*`` statements of ``queries.sql``): payload
 previews cut in the database, one event by id, who leads ticking.
 
-Each returns plain dicts; database errors become pgque's errors as the
+The previews return plain dicts, the lease and configuration the typed views
+of :mod:`pgque.monitoring`; database errors become pgque's errors as the
 client's calls do.
 """
 
@@ -17,6 +18,7 @@ from psycopg.rows import dict_row
 from pgque._queries import LiteralString, query
 from pgque.async_client import AsyncPgqueClient
 from pgque.errors import from_database_error
+from pgque.monitoring import MonitoringConfig, TickerLease, aread_config, aread_ticker_lease
 
 __all__ = [
     "EVENT_PAGE_CUT",
@@ -24,10 +26,10 @@ __all__ = [
     "event_history",
     "fetch",
     "leader_backend",
+    "monitoring_config",
     "preview_dead_letters",
     "preview_events",
-    "scheduler",
-    "ticker_leader",
+    "ticker_lease",
 ]
 
 #: Characters of a payload (and of each extra field) the lists show.
@@ -53,14 +55,14 @@ async def fetch(
         raise from_database_error(exc) from exc
 
 
-async def ticker_leader(client: AsyncPgqueClient) -> dict[str, Any]:
-    """``pgque.ticker_leader()``'s row, with the database's clock as ``now``."""
-    return (await fetch(client, query("web_ticker_leader")))[0]
+async def ticker_lease(client: AsyncPgqueClient) -> TickerLease:
+    """Who leads ticking (``pgque.ticker_leader()``), with the database's clock."""
+    return await aread_ticker_lease(client.conn)
 
 
-async def scheduler(client: AsyncPgqueClient) -> dict[str, Any]:
+async def monitoring_config(client: AsyncPgqueClient) -> MonitoringConfig:
     """``pgque.config``'s scheduler, job ids and tick period."""
-    return (await fetch(client, query("web_scheduler")))[0]
+    return await aread_config(client.conn)
 
 
 async def leader_backend(client: AsyncPgqueClient, pid: int | None) -> dict[str, Any] | None:

@@ -11,17 +11,24 @@ them) complete the picture.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from pgque.async_client import AsyncPgqueClient
-from pgque.health import HealthCheck
+from pgque.monitoring import HealthCheck, MonitoringConfig, Status, TickerLease, worst
 from pgque.records import QueueStats
 from pgque.web import reads
 from pgque.web.formatting import age
-from pgque.web.metrics import worst_status
 
-__all__ = ["SYSTEM_CHECK_LABELS", "leader_kind", "ticking"]
+__all__ = [
+    "SYSTEM_CHECK_LABELS",
+    "LastLeader",
+    "Leader",
+    "SystemCheck",
+    "Ticking",
+    "leader_kind",
+    "ticking",
+]
 
 #: What the system checks of ``queue_health()`` judge, as the console names them.
 SYSTEM_CHECK_LABELS = {
@@ -30,9 +37,65 @@ SYSTEM_CHECK_LABELS = {
 }
 
 
-def leader_kind(leader: dict[str, Any], backend: dict[str, Any] | None, scheduler: str) -> str:
+@dataclass(frozen=True)
+class Leader:
+    """The session leading ticking, as the panel shows it."""
+
+    kind: str
+    application_name: str
+    pid: int | None
+    client_addr: str | None
+    since: datetime | None
+    since_age: timedelta | None
+    renewed: datetime | None
+    renewed_age: timedelta | None
+    expires_in: timedelta
+
+
+@dataclass(frozen=True)
+class LastLeader:
+    """The session that led last, once nobody leads."""
+
+    application_name: str
+    pid: int | None
+    renewed_age: timedelta | None
+    resigned: bool
+
+
+@dataclass(frozen=True)
+class SystemCheck:
+    """A system check of ``queue_health()``, named by what it judges."""
+
+    label: str
+    name: str
+    status: str
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class Ticking:
+    """The ticker panel (the overview's ``ticking``)."""
+
+    leading: bool
+    leader: Leader | None
+    scheduler: str
+    ticker_job_id: int | None
+    maint_job_id: int | None
+    tick_period_ms: int | None
+    last_tick_age: timedelta | None
+    last_tick_queue: str | None
+    last_leader: LastLeader | None
+    system_checks: list[SystemCheck]
+    problems: list[str]
+    status: str
+    summary: str
+
+
+def leader_kind(
+    application_name: str | None, backend: dict[str, str | None] | None, scheduler: str
+) -> str:
     """What the leading session is, as far as the database tells."""
-    app = (leader.get("application_name") or "").lower()
+    app = (application_name or "").lower()
     backend_type = ((backend or {}).get("backend_type") or "").lower()
     text = ((backend or {}).get("query") or "").lower()
     if app.startswith("pg_cron") or "pg_cron" in backend_type:
@@ -52,93 +115,86 @@ def _ago(now: datetime, moment: datetime | None) -> timedelta | None:
     return None if moment is None else max(now - moment, timedelta(0))
 
 
-async def ticking(
-    client: AsyncPgqueClient, stats: Sequence[QueueStats], checks: Sequence[HealthCheck]
-) -> dict[str, Any]:
-    """The ticker panel: who leads (kind, application name, pid, client address,
-    since, last renewal), the last tick, the scheduled jobs, the system checks by
-    what they judge, and every problem in words."""
-    leader = await reads.ticker_leader(client)
-    config = await reads.scheduler(client)
-    now: datetime = leader["now"]
-    problems: list[str] = []
-    scheduler = config["scheduler"] or "manual"
-    newest = max(
-        (s for s in stats if s.last_tick_time is not None),
-        key=lambda s: s.last_tick_time or now, default=None,
+async def _leader(client: AsyncPgqueClient, lease: TickerLease, scheduler: str) -> Leader | None:
+    holder, now = lease.leader, lease.now
+    if holder is None or not holder.active:
+        return None
+    backend = await reads.leader_backend(client, holder.pid)
+    return Leader(
+        kind=leader_kind(holder.application_name, backend, scheduler),
+        application_name=holder.application_name or "", pid=holder.pid,
+        client_addr=holder.client_addr, since=holder.since, since_age=_ago(now, holder.since),
+        renewed=holder.renewed, renewed_age=_ago(now, holder.renewed),
+        expires_in=timedelta(0) if holder.expires is None else max(holder.expires - now,
+                                                                   timedelta(0)),
     )  # fmt: skip
-    view: dict[str, Any] = {
-        "leading": bool(leader["active"]),
-        "leader": None,
-        "scheduler": scheduler,
-        "ticker_job_id": config["ticker_job_id"],
-        "maint_job_id": config["maint_job_id"],
-        "tick_period_ms": config["tick_period_ms"],
-        "last_tick_age": None if newest is None else _ago(now, newest.last_tick_time),
-        "last_tick_queue": None if newest is None else newest.queue_name,
-        "last_leader": None,
-    }
-    if leader["active"]:
-        backend = await reads.leader_backend(client, leader["pid"])
-        view["leader"] = {
-            "kind": leader_kind(leader, backend, scheduler),
-            "application_name": leader["application_name"] or "",
-            "pid": leader["pid"],
-            "client_addr": None if leader["client_addr"] is None else str(leader["client_addr"]),
-            "since": leader["since"],
-            "since_age": _ago(now, leader["since"]),
-            "renewed": leader["renewed"],
-            "renewed_age": _ago(now, leader["renewed"]),
-            "expires_in": max(leader["expires"] - now, timedelta(0)),
-        }
-    elif config["ticker_job_id"] is None:
-        problems.append(
+
+
+def _no_leader_problem(config: MonitoringConfig, scheduler: str) -> str:
+    if config.ticker_job_id is None:
+        return (
             "Nothing ticks: no ticker holds the ticker lease and no ticker job is scheduled."
             " Events sent now are not delivered until something ticks: run `pgque ticker`,"
             " a pgque.Ticker in an application, or pgque.start() where pg_cron is installed."
         )
-    else:
-        problems.append(
-            f"No ticker holds the lease now, though {scheduler} job {config['ticker_job_id']}"
-            " is scheduled to run pgque.ticker_loop() every second: between two runs this is"
-            " normal; if it stays, the scheduler is not running the job."
-        )
-    if not leader["active"] and leader["renewed"] is not None:
-        view["last_leader"] = {
-            "application_name": leader["application_name"] or "",
-            "pid": leader["pid"],
-            "renewed_age": _ago(now, leader["renewed"]),
-            "resigned": leader["expires"] is None,
-        }
-    system = []
-    for check in checks:
-        if check.queue != "system":
-            continue
-        label = SYSTEM_CHECK_LABELS.get(check.name, check.name)
-        system.append({"label": label, "name": check.name, "status": check.status,
-                       "detail": check.detail})  # fmt: skip
-        if check.status != "ok":
-            problems.append(f"{label}: {check.detail}")
-    late = [c for c in checks if c.name == "ticker_running" and c.status != "ok"]
-    for check in late:
-        problems.append(f"Queue {check.queue} is ticked late: {check.detail}")
-    view["system_checks"] = system
-    view["problems"] = problems
-    view["status"] = worst_status(
-        [str(c["status"]) for c in system] + [c.status for c in late]
-        + (["warning"] if not leader["active"] and config["ticker_job_id"] is None else [])
+    return (
+        f"No ticker holds the lease now, though {scheduler} job {config.ticker_job_id}"
+        " is scheduled to run pgque.ticker_loop() every second: between two runs this is"
+        " normal; if it stays, the scheduler is not running the job."
+    )
+
+
+async def ticking(
+    client: AsyncPgqueClient, stats: Sequence[QueueStats], checks: Sequence[HealthCheck]
+) -> Ticking:
+    """The ticker panel: who leads (kind, application name, pid, client address,
+    since, last renewal), the last tick, the scheduled jobs, the system checks by
+    what they judge, and every problem in words."""
+    lease = await reads.ticker_lease(client)
+    config = await reads.monitoring_config(client)
+    now = lease.now
+    scheduler = config.scheduler or "manual"
+    newest = max(
+        (s for s in stats if s.last_tick_time is not None),
+        key=lambda s: s.last_tick_time or now, default=None,
     )  # fmt: skip
-    view["summary"] = _summary(view)
-    return view
+    leader = await _leader(client, lease, scheduler)
+    problems = [] if leader is not None else [_no_leader_problem(config, scheduler)]
+    holder = lease.leader
+    last_leader = None
+    if not lease.leading and holder is not None and holder.renewed is not None:
+        last_leader = LastLeader(holder.application_name or "", holder.pid,
+                                 _ago(now, holder.renewed), holder.expires is None)  # fmt: skip
+    system = [
+        SystemCheck(SYSTEM_CHECK_LABELS.get(c.name, c.name), c.name, c.status, c.detail)
+        for c in checks
+        if c.queue == "system"
+    ]
+    problems += [f"{c.label}: {c.detail}" for c in system if c.status != "ok"]
+    late = [c for c in checks if c.name == "ticker_running" and c.status != "ok"]
+    problems += [f"Queue {c.queue} is ticked late: {c.detail}" for c in late]
+    nothing_scheduled = not lease.leading and config.ticker_job_id is None
+    status = worst(
+        [c.status for c in system] + [c.status for c in late]
+        + ([Status.WARNING] if nothing_scheduled else [])
+    )  # fmt: skip
+    return Ticking(
+        leading=lease.leading, leader=leader, scheduler=scheduler,
+        ticker_job_id=config.ticker_job_id, maint_job_id=config.maint_job_id,
+        tick_period_ms=config.tick_period_ms,
+        last_tick_age=None if newest is None else _ago(now, newest.last_tick_time),
+        last_tick_queue=None if newest is None else newest.queue_name,
+        last_leader=last_leader, system_checks=system, problems=problems,
+        status=status.text, summary=_summary(leader),
+    )  # fmt: skip
 
 
-def _summary(view: dict[str, Any]) -> str:
-    leader = view["leader"]
+def _summary(leader: Leader | None) -> str:
     if leader is None:
         return "No ticker leads."
-    where = leader["client_addr"] or "a local socket"
-    name = leader["application_name"] or "no application_name"
+    where = leader.client_addr or "a local socket"
+    name = leader.application_name or "no application_name"
     return (
-        f"{leader['kind'][0].upper()}{leader['kind'][1:]} leads: {name}, pid {leader['pid']},"
-        f" from {where}, since {_at(leader['since'])} ({age(leader['since_age'])} ago)."
+        f"{leader.kind[0].upper()}{leader.kind[1:]} leads: {name}, pid {leader.pid},"
+        f" from {where}, since {_at(leader.since)} ({age(leader.since_age)} ago)."
     )
