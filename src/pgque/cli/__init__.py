@@ -14,7 +14,17 @@ from collections.abc import Sequence
 import click
 
 from pgque._version import __version__
-from pgque.cli import admin, browse, embedded, messages, monitor, scheduler, schema, web
+from pgque.cli import (
+    admin,
+    browse,
+    embedded,
+    messages,
+    monitor,
+    scheduler,
+    schedules,
+    schema,
+    web,
+)
 from pgque.cli._command import PgqueGroup, Settings
 from pgque.cli._errors import ExitCode
 
@@ -47,7 +57,7 @@ def cli(ctx: click.Context, dsn: str | None, debug: bool) -> None:
     ctx.obj = Settings(dsn=dsn or None, debug=debug)
 
 
-for _module in (schema, scheduler, monitor, browse, admin, messages, embedded, web):
+for _module in (schema, scheduler, schedules, monitor, browse, admin, messages, embedded, web):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
