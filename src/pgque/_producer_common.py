@@ -9,7 +9,9 @@ call sends (a named block of ``queries.sql``).
 from __future__ import annotations
 
 import itertools
+import logging
 import operator
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +33,7 @@ __all__ = [
     "POOL_DEFAULTS",
     "Columns",
     "Extras",
+    "NoConsumerWarning",
     "Pending",
     "batch_statement",
     "check_extras",
@@ -54,6 +57,7 @@ Extras = tuple[str | None, str | None, str | None, str | None]
 
 _NO_EXTRAS: Extras = (None, None, None, None)
 POOL_DEFAULTS: dict[str, Any] = {"min_size": 1, "max_size": 8, "name": "pgque-producer"}
+_log = logging.getLogger("pgque.producer")
 
 
 def check_queue(queue: object) -> str:
@@ -310,6 +314,46 @@ class Pending:
         if self.has_extras:
             columns = extras_columns(self.extras, n)
         return self.texts, types, columns
+
+
+class NoConsumerWarning:
+    """Warns once per queue (per producer or client) when a send goes to a queue without
+    consumers: PgQ's rule is that such an event is received by nobody, not kept.
+
+    One look per queue, after its first successful send (two short statements
+    on the send's connection, which can not fail inside the caller's
+    transaction: the role's right to read the consumers is asked first).
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._may_read: bool | None = None
+
+    def needed(self, queue: str) -> bool:
+        """Whether the queue's consumers are still to be looked at."""
+        return queue not in self._seen and self._may_read is not False
+
+    def may_read(self, allowed: bool) -> None:
+        """Record whether this role may count consumers (never asked again)."""
+        self._may_read = bool(allowed)
+
+    @property
+    def readable(self) -> bool | None:
+        """Whether this role may count consumers (None: not asked yet)."""
+        return self._may_read
+
+    def counted(self, queue: str, consumers: int) -> None:
+        """Record the queue's consumer count; warn if it has none."""
+        self._seen.add(queue)
+        if consumers == 0:
+            q = shlex.quote(queue)
+            _log.warning(
+                "queue %r has no consumers: the events sent to it are received by nobody"
+                " (PgQ's rule). Subscribe a consumer before sending: `pgque subscribe %s"
+                " CONSUMER`, `pgque create-queue %s --consumer CONSUMER`, or"
+                " Consumer(..., subscribe=True) started first. Said once per queue.",
+                queue, q, q,
+            )  # fmt: skip
 
 
 def map_pool_error(exc: Exception) -> PgqueConnectionError:

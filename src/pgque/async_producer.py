@@ -42,6 +42,7 @@ from pgque._producer_common import (
     POOL_DEFAULTS,
     Columns,
     Extras,
+    NoConsumerWarning,
     Pending,
     batch_statement,
     check_extras,
@@ -59,7 +60,7 @@ from pgque._producer_common import (
     place_carriers,
     single_statement,
 )
-from pgque._queries import LiteralString
+from pgque._queries import LiteralString, query
 from pgque.errors import (
     PgqueConnectionError,
     PgqueInvalidArgument,
@@ -141,6 +142,7 @@ class AsyncProducer:
         self._owns_pool = False
         self._closed = False
         self._opening = Lock()
+        self._no_consumers = NoConsumerWarning()
         if isinstance(source, str):
             self._dsn = source
         elif isinstance(source, AsyncConnectionPool):
@@ -256,6 +258,30 @@ class AsyncProducer:
             raise from_database_error(exc) from exc
         return None if row is None else row[0]
 
+    async def _look_for_consumers(self, conn: psycopg.AsyncConnection[Any], queue: str) -> None:
+        """After the first send to ``queue``: warn if nobody is subscribed to it
+        (:class:`~pgque._producer_common.NoConsumerWarning`); nothing on later sends."""
+        check = self._no_consumers
+        if not check.needed(queue):
+            return
+        if check.readable is None:
+            check.may_read(bool(await self._once(conn, query("may_count_consumers"), ())))
+            if not check.readable:
+                return
+        check.counted(queue, int(await self._once(conn, query("queue_consumer_count"), (queue,))))
+
+    async def _once(
+        self, conn: psycopg.AsyncConnection[Any], statement: LiteralString, params: Sequence[Any]
+    ) -> Any:
+        """The value of a statement run once per producer or queue: never prepared."""
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute(statement, params, prepare=False)
+                row = await cur.fetchone()
+        except psycopg.Error as exc:
+            raise from_database_error(exc) from exc
+        return None if row is None else row[0]
+
     # -- sending ---------------------------------------------------------------
 
     async def send(
@@ -293,6 +319,7 @@ class AsyncProducer:
             statement, params = single_statement(queue, type, text, fields)
             async with self._connection(conn) as c:
                 event_id = int(await self._value(c, statement, params))
+                await self._look_for_consumers(c, queue)
             op.set_message_id(event_id)
         return event_id
 
@@ -366,6 +393,7 @@ class AsyncProducer:
                     )
                     value = await self._value(c, statement, params, binary=not on_client)
                     ids = [int(i) for i in value]
+                    await self._look_for_consumers(c, queue)
         except BaseException as exc:
             if creation is not None:
                 creation.end(error=exc)
@@ -412,6 +440,7 @@ class AsyncProducer:
         with self._telemetry.operation("send", queue, kind=SpanKind.PRODUCER, sent=1) as op:
             async with self._connection(conn) as c:
                 ident = int(await self._value(c, statement, (queue, type, text, when)))
+                await self._look_for_consumers(c, queue)
             op.set_message_id(ident)
         return ident
 

@@ -21,6 +21,7 @@ import psycopg
 from pgque import health as _health
 from pgque import tracing
 from pgque._args import ConfigValue, config_text, interval, queue_options
+from pgque._producer_common import NoConsumerWarning
 from pgque._queries import LiteralString, query
 from pgque._text import check_text, json_error, send_batch_statement, send_statement
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
@@ -71,6 +72,7 @@ class PgqueClient:
         self.conn = conn
         self.serializer = serializer
         self._owned = False
+        self._no_consumers = NoConsumerWarning()
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -136,11 +138,13 @@ class PgqueClient:
         fields = tracing.trace_fields(extras or (None, None, None, None), tracing.current_carrier())
         statement, params = send_statement(self.serializer, queue, text, type, fields, extras)
         try:
-            return int(self._one(statement, params))
+            event_id = int(self._one(statement, params))
         except PgqueError as error:
             if self.serializer.sql_type != "jsonb":
                 raise
             raise json_error(error, [text], "payload") from error.__cause__
+        self._look_for_consumers(queue)
+        return event_id
 
     def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
         """Send many messages of one type in one statement; returns their ids in input order.
@@ -156,11 +160,25 @@ class PgqueClient:
         )
         statement, params = send_batch_statement(self.serializer, queue, type, texts, binary=binary)
         try:
-            return list(self._one(statement, params, binary=binary))  # the ids in binary
+            ids = list(self._one(statement, params, binary=binary))  # the ids in binary
         except PgqueError as error:
             if self.serializer.sql_type != "jsonb":
                 raise
             raise json_error(error, texts, "payloads") from error.__cause__
+        self._look_for_consumers(queue)
+        return ids
+
+    def _look_for_consumers(self, queue: str) -> None:
+        """After the first send to ``queue``: warn if nobody is subscribed to it (events
+        sent then are received by nobody); nothing on later sends."""
+        check = self._no_consumers
+        if not check.needed(queue):
+            return
+        if check.readable is None:
+            check.may_read(bool(self._one(query("may_count_consumers"))))
+            if not check.readable:
+                return
+        check.counted(queue, int(self._one(query("queue_consumer_count"), (queue,))))
 
     # -- consuming -----------------------------------------------------------
 

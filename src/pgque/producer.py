@@ -44,6 +44,7 @@ from pgque._producer_common import (
     POOL_DEFAULTS,
     Columns,
     Extras,
+    NoConsumerWarning,
     Pending,
     batch_statement,
     check_extras,
@@ -61,7 +62,7 @@ from pgque._producer_common import (
     place_carriers,
     single_statement,
 )
-from pgque._queries import LiteralString
+from pgque._queries import LiteralString, query
 from pgque.errors import (
     PgqueConnectionError,
     PgqueInvalidArgument,
@@ -143,6 +144,7 @@ class Producer:
         self._owns_pool = False
         self._closed = False
         self._opening = Lock()
+        self._no_consumers = NoConsumerWarning()
         if isinstance(source, str):
             self._dsn = source
         elif isinstance(source, ConnectionPool):
@@ -255,6 +257,30 @@ class Producer:
             raise from_database_error(exc) from exc
         return None if row is None else row[0]
 
+    def _look_for_consumers(self, conn: psycopg.Connection[Any], queue: str) -> None:
+        """After the first send to ``queue``: warn if nobody is subscribed to it
+        (:class:`~pgque._producer_common.NoConsumerWarning`); nothing on later sends."""
+        check = self._no_consumers
+        if not check.needed(queue):
+            return
+        if check.readable is None:
+            check.may_read(bool(self._once(conn, query("may_count_consumers"), ())))
+            if not check.readable:
+                return
+        check.counted(queue, int(self._once(conn, query("queue_consumer_count"), (queue,))))
+
+    def _once(
+        self, conn: psycopg.Connection[Any], statement: LiteralString, params: Sequence[Any]
+    ) -> Any:
+        """The value of a statement run once per producer or queue: never prepared."""
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement, params, prepare=False)
+                row = cur.fetchone()
+        except psycopg.Error as exc:
+            raise from_database_error(exc) from exc
+        return None if row is None else row[0]
+
     # -- sending ---------------------------------------------------------------
 
     def send(
@@ -292,6 +318,7 @@ class Producer:
             statement, params = single_statement(queue, type, text, fields)
             with self._connection(conn) as c:
                 event_id = int(self._value(c, statement, params))
+                self._look_for_consumers(c, queue)
             op.set_message_id(event_id)
         return event_id
 
@@ -365,6 +392,7 @@ class Producer:
                     )
                     value = self._value(c, statement, params, binary=not on_client)
                     ids = [int(i) for i in value]
+                    self._look_for_consumers(c, queue)
         except BaseException as exc:
             if creation is not None:
                 creation.end(error=exc)
@@ -411,6 +439,7 @@ class Producer:
         with self._telemetry.operation("send", queue, kind=SpanKind.PRODUCER, sent=1) as op:
             with self._connection(conn) as c:
                 ident = int(self._value(c, statement, (queue, type, text, when)))
+                self._look_for_consumers(c, queue)
             op.set_message_id(ident)
         return ident
 

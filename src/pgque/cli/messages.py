@@ -55,6 +55,7 @@ def send_cmd(
     with session() as client:
         if text:
             client.serializer = RAW_TEXT
+        client._no_consumers.may_read(False)  # said below in the CLI's words
         extras = (key, None, None, None) if key is not None else None
         event_id = client.send(queue, payload, type=type_, extras=extras)
         consumers = _consumer_count(client, queue)

@@ -375,6 +375,15 @@ select pg_catalog.has_function_privilege('pgque.pause_queue(text)', 'execute')
 -- name: queue_exists
 select exists (select from pgque.get_queue_info(%s))
 
+-- name: may_count_consumers
+-- Producers warn once per queue when it has no consumer (events sent then are
+-- received by nobody): asked first, since a writer alone may not read
+-- consumers and the count runs inside the caller's transaction.
+select pg_catalog.has_function_privilege('pgque.get_consumer_info(text)', 'execute')
+
+-- name: queue_consumer_count
+select pg_catalog.count(*) from pgque.get_consumer_info(%s)
+
 -- name: ticker_leader
 -- Who holds the ticker lease (pgque status, the console, /metrics), read as a
 -- pgque.monitoring.TickerLease. expires is -infinity before the first leader
