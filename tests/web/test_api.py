@@ -188,3 +188,19 @@ def test_pages_and_api_share_one_route_table(make_console: MakeConsole, conn: An
     for path in ("/queues/orders/nosuch", "/queues/orders/events/1/2/x"):
         assert console.get(path).status_code in (400, 404)
     assert console.post("/queues/orders/events").status_code == 404
+
+
+def test_queue_detail_lists_the_queues_schedules(make_console: MakeConsole, conn: Any) -> None:
+    client = seed_queue(conn, "reports", events=0)
+    seed_queue(conn, "other", events=0).schedule("other", "elsewhere", "@daily", {})
+    client.schedule("reports", "nightly", "0 2 * * *", {"kind": "sales"}, type="report.run",
+                    time_zone="Europe/Paris")  # fmt: skip
+    conn.execute("update pgque.schedule set sc_next_run = now() - interval '1 minute'")
+    conn.execute("select pgque.ticker()")
+    body = make_console().get("/api/queues/reports").json()
+    [schedule] = body["schedules"]
+    assert {k: schedule[k] for k in ("schedule_name", "cron", "time_zone", "type_name")} == {
+        "schedule_name": "nightly", "cron": "0 2 * * *", "time_zone": "Europe/Paris",
+        "type_name": "report.run",
+    }  # fmt: skip
+    assert schedule["next_run"] and schedule["last_run"] and schedule["last_event_id"]

@@ -43,6 +43,33 @@ def test_a_click_into_a_queue_shows_consumers_and_recent_events(
     page.fill("input[name=type]", "nothing.like.this")
     page.click("form.filter button")
     assert page.locator("#events").count() == 0
+    assert page.locator("#schedules").count() == 0  # none yet
+
+
+def test_the_queue_page_shows_its_schedules_next_and_last_run(
+    serve_console: ServeConsole, conn: Any, page: Any
+) -> None:
+    client = seed_queue(conn, "reports", events=0)
+    client.schedule("reports", "nightly", "0 2 * * *", {}, type="report.run",
+                    time_zone="Europe/Paris")  # fmt: skip
+    client.schedule("reports", "<b>hourly</b>", "@hourly", {})
+    conn.execute(
+        "update pgque.schedule set sc_next_run = now() - interval '1 minute'"
+        " where sc_name = 'nightly'"
+    )
+    conn.execute("select pgque.ticker()")
+    [event] = [e for e in client.recent_events("reports") if e.ev_extra2 == "nightly"]
+    page.goto(serve_console().url + "queues/reports")
+    rows = page.locator("#schedules tbody tr")
+    assert rows.count() == 2
+    nightly = page.locator('#schedules tr[data-schedule="nightly"]')
+    cells = nightly.locator("td").all_inner_texts()
+    assert cells[:4] == ["nightly", "0 2 * * *", "Europe/Paris", "report.run"]
+    assert cells[4] and cells[5] != "never" and cells[6] == str(event.ev_id)
+    hourly = page.locator("#schedules tbody tr").first.locator("td").all_inner_texts()
+    assert hourly[0] == "<b>hourly</b>" and hourly[3] == "default" and hourly[5] == "never"
+    nightly.locator("a.event-link").click()
+    page.wait_for_url(f"**/queues/reports/events/{event.ev_id}")
 
 
 def test_dead_letters_replayed_from_the_page_reach_the_consumer(

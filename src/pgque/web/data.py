@@ -148,7 +148,7 @@ async def overview(client: AsyncPgqueClient, lag_warning: float) -> dict[str, An
 
 async def queue_detail(client: AsyncPgqueClient, queue: str, lag_warning: float) -> dict[str, Any]:
     """A queue's figures, consumers (lag, position, health), cooperative members,
-    partition slots, throughput and error-rate buckets and health checks.
+    partition slots, periodic schedules, throughput and error-rate buckets and health checks.
 
     Raises:
         PgqueQueueNotFound: No such queue.
@@ -171,6 +171,7 @@ async def queue_detail(client: AsyncPgqueClient, queue: str, lag_warning: float)
         "consumers": consumers,
         "subconsumers": [asdict(m) for m in await client.subconsumer_stats(queue)],
         "partition_slots": [asdict(s) for s in await client.partition_slots(queue)],
+        "schedules": [asdict(s) for s in await client.schedules(queue)],
         "throughput": [asdict(b) for b in await _throughput(client, queue)],
         "error_rate": [asdict(b) for b in
                        await client.error_rate(queue, CHART_PERIOD, CHART_BUCKET)],
