@@ -27,6 +27,7 @@ from opentelemetry import trace
 from psycopg import sql
 
 from pgque import tracing
+from pgque._async_executor import execute_text
 from pgque._queries import query
 from pgque._text import check_text
 from pgque.message import Message
@@ -83,7 +84,7 @@ class AsyncBatchOpener:
         (None: do not tick). The tick also arms the producers' wakeup.
         """
         statement = self._statement(conn, (queue, consumer, max_messages, tick))
-        cur = await conn.execute(statement, prepare=False)
+        cur = await execute_text(conn, statement, prepare=False)
         while cur.nextset():
             pass  # the receive's rows are the last result
         return [Message(*row) for row in await cur.fetchall()]
@@ -93,7 +94,7 @@ class AsyncBatchOpener:
         trip: 1, or 0 when the batch was not open. The batch's :meth:`transaction`
         then has nothing left to commit."""
         statement = sql.SQL(query("batch_ack_commit")).format(batch_id=sql.Literal(batch_id))
-        cur = await conn.execute(statement, prepare=False)
+        cur = await execute_text(conn, statement, prepare=False)
         row = await cur.fetchone()  # the ack's result comes first
         return int(row[0]) if row else 0
 

@@ -18,9 +18,9 @@ from typing import Any
 import psycopg
 
 from pgque import _consumer_policy as policy
+from pgque._async_executor import execute
 from pgque._async_slots import SlotRef
 from pgque._dispatch import Outcome
-from pgque._queries import query
 from pgque.async_client import AsyncPgqueClient
 from pgque.errors import PgqueError
 from pgque.message import Message
@@ -110,7 +110,7 @@ class AsyncSettler:
         with telemetry().operation(operation, self.queue, attributes=self._attributes) as op:
             op.set_message_id(msg.msg_id)
             async with _savepoint(conn):
-                await conn.execute(query(statement), params)
+                await execute(conn, statement, params)
 
     async def ack(
         self,

@@ -29,6 +29,7 @@ from opentelemetry import trace
 from psycopg import sql
 
 from pgque import tracing
+from pgque._executor import execute_text
 from pgque._queries import query
 from pgque._text import check_text
 from pgque.message import Message
@@ -85,7 +86,7 @@ class BatchOpener:
         (None: do not tick). The tick also arms the producers' wakeup.
         """
         statement = self._statement(conn, (queue, consumer, max_messages, tick))
-        cur = conn.execute(statement, prepare=False)
+        cur = execute_text(conn, statement, prepare=False)
         while cur.nextset():
             pass  # the receive's rows are the last result
         return [Message(*row) for row in cur.fetchall()]
@@ -95,7 +96,7 @@ class BatchOpener:
         trip: 1, or 0 when the batch was not open. The batch's :meth:`transaction`
         then has nothing left to commit."""
         statement = sql.SQL(query("batch_ack_commit")).format(batch_id=sql.Literal(batch_id))
-        cur = conn.execute(statement, prepare=False)
+        cur = execute_text(conn, statement, prepare=False)
         row = cur.fetchone()  # the ack's result comes first
         return int(row[0]) if row else 0
 

@@ -21,7 +21,7 @@ import psycopg
 
 from pgque import _consumer_policy as policy
 from pgque._dispatch import Outcome
-from pgque._queries import query
+from pgque._executor import execute
 from pgque._slots import SlotRef
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError
@@ -110,7 +110,7 @@ class Settler:
         with telemetry().operation(operation, self.queue, attributes=self._attributes) as op:
             op.set_message_id(msg.msg_id)
             with _savepoint(conn):
-                conn.execute(query(statement), params)
+                execute(conn, statement, params)
 
     def ack(
         self,

@@ -268,7 +268,7 @@ def pooler_error(exc: BaseException) -> PgquePoolerError:
 def _class_for(exc: psycopg.Error) -> tuple[type[PgqueError], str | None]:
     if pooler_symptom(exc):
         return PgquePoolerError, None
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return PgqueConnectionError, None
     detail = exc.diag.message_detail or ""
     if detail.startswith("pgque:"):
