@@ -23,6 +23,7 @@ EXPECTED = {
     "fan_out.py": "analytics got users [0, 1, 2, 3, 4]",
     "retry_and_dlq.py": "attempts: {'ok': 1, 'flaky': 2, 'poison': 3}",
     "delayed_delivery.py": "your trial ends tomorrow",
+    "periodic_report.py": "one report per minute, and a restart kept the next run",
     "exactly_once.py": "invoices: [(1, 10), (2, 25)]",
     "ordering_keys.py": "created -> paid -> packed -> shipped",
     "cooperative.py": "60 images, each handled {1} time(s)",
