@@ -22,6 +22,8 @@ __all__ = [
     "CANCEL_GRACE",
     "SIGNALS",
     "Event",
+    "Interrupted",
+    "Interrupter",
     "Lock",
     "call_with_timeout",
     "notifications",
@@ -39,6 +41,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 CANCEL_GRACE = 1.0
 
 Event = asyncio.Event
+#: What :meth:`Interrupter.interrupt` raises in the interrupted code.
+Interrupted = asyncio.CancelledError
 Lock = asyncio.Lock
 sleep = asyncio.sleep
 
@@ -154,3 +158,26 @@ def signal_handlers(handler: Callable[[int], None]) -> Iterator[None]:
         for sig in added:
             loop.remove_signal_handler(sig)
             signal.signal(sig, previous[sig])  # asyncio.run's own SIGINT handler, say
+
+
+class Interrupter:
+    """Stops the task that made it where it is, e.g. a handler at a second Ctrl-C: cancels
+    it (an ``await`` in the handler raises :data:`Interrupted`; a handler that blocks
+    without awaiting ends first)."""
+
+    def __init__(self) -> None:
+        self._task = asyncio.current_task()
+        #: True once :meth:`interrupt` was called.
+        self.fired = False
+
+    def interrupt(self) -> None:
+        """Cancel the task (called from the event loop's signal handler)."""
+        self.fired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def caught(self) -> None:
+        """The cancellation was handled: the task goes on as not cancelled."""
+        uncancel = getattr(self._task, "uncancel", None)  # Python 3.11+
+        if uncancel is not None:
+            uncancel()

@@ -20,6 +20,7 @@ docs/concepts.md, "Latency").
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -30,7 +31,14 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
-from pgque._acompat import Event, notifications, signal_handlers, wait_event
+from pgque._acompat import (
+    Event,
+    Interrupted,
+    Interrupter,
+    notifications,
+    signal_handlers,
+    wait_event,
+)
 from pgque._queries import query
 from pgque.errors import PgqueConnectionError, PgqueError
 from pgque.ticker import WAKE_CHANNEL
@@ -77,6 +85,13 @@ async def _queue_exists(conn: psycopg.AsyncConnection[Any], queue: str) -> bool 
     return bool(row and row[0])
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 class AsyncRunner:
     """Runs ``consumers`` (highest priority first) on one batch connection until ``stop``
     is set.
@@ -106,20 +121,45 @@ class AsyncRunner:
     async def run(self) -> None:
         """Consume until the stop event is set; raises what ends consuming (see
         :meth:`pgque.Consumer.start`)."""
-        with signal_handlers(self._on_signal), self._ticker:
-            while not self._stop.is_set():
-                try:
-                    await self._session()
-                except (psycopg.Error, PgqueError) as exc:
-                    await self._recover(exc)
+        self._interrupter = Interrupter()
+        try:
+            with signal_handlers(self._on_signal), self._ticker:
+                while not self._stop.is_set():
+                    try:
+                        await self._session()
+                    except (psycopg.Error, PgqueError) as exc:
+                        await self._recover(exc)
+        except Interrupted:
+            if not self._interrupter.fired:
+                raise
+            self._interrupter.caught()
+            self._log.warning(
+                "consumer %s: stopped now; a batch in progress was rolled back (its"
+                " connection closed): its messages are delivered again", self.lead.name,
+            )  # fmt: skip
 
     def _on_signal(self, signum: int) -> None:
+        """The first SIGINT/SIGTERM stops after the batch in progress (saying how long
+        that may take); the second stops now, interrupting the handler."""
         name = self.lead.name
+        if self._interrupter.fired:
+            return  # stopping now already
         if self._owner.stopping:
-            self._log.warning("consumer %s: second signal, stopping now", name)
+            self._log.warning(
+                "consumer %s: second signal: stopping now, without waiting for the handler;"
+                " the batch in progress is rolled back and its messages delivered again",
+                name,
+            )
             self._owner.stop(now=True)
+            self._interrupter.interrupt()
             return
-        self._log.info("consumer %s: signal %s, stopping after this batch", name, signum)
+        wait = max(consumer.shutdown_timeout for consumer in self.consumers)
+        self._log.warning(
+            "consumer %s: %s: stopping once the batch in progress (if any) is done, waiting"
+            " at most %g s (shutdown_timeout); press Ctrl-C again (or send the signal again)"
+            " to stop now: the batch is then rolled back and its messages delivered again",
+            name, _signal_name(signum), wait,
+        )  # fmt: skip
         self._owner.stop()
 
     async def _recover(self, exc: BaseException) -> None:

@@ -20,6 +20,8 @@ import psycopg
 __all__ = [
     "SIGNALS",
     "Event",
+    "Interrupted",
+    "Interrupter",
     "Lock",
     "call_with_timeout",
     "notifications",
@@ -33,6 +35,8 @@ __all__ = [
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 Event = threading.Event
+#: What :meth:`Interrupter.interrupt` raises in the interrupted code.
+Interrupted = KeyboardInterrupt
 Lock = threading.Lock
 sleep = time.sleep
 
@@ -63,9 +67,14 @@ def notifications(conn: psycopg.Connection[Any], timeout: float) -> list[psycopg
 def run_lanes(calls: Sequence[Callable[[], None]], limit: int) -> None:
     """Run the calls in threads, at most ``limit`` at once; wait for all of them, then
     raise the first error."""
-    with ThreadPoolExecutor(min(limit, len(calls)), thread_name_prefix="pgque-worker") as pool:
+    pool = ThreadPoolExecutor(min(limit, len(calls)), thread_name_prefix="pgque-worker")
+    try:
         futures = [pool.submit(call) for call in calls]
         wait(futures)
+    except BaseException:  # interrupted: do not wait for the running calls
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     for future in futures:
         future.result()
 
@@ -112,3 +121,21 @@ def signal_handlers(handler: Callable[[int], None]) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+class Interrupter:
+    """Stops the main thread where it is, e.g. in a handler at a second Ctrl-C: raises
+    :data:`Interrupted` (``KeyboardInterrupt``) from the signal handler, as Python's own
+    Ctrl-C does. Handlers running in other threads cannot be stopped."""
+
+    def __init__(self) -> None:
+        #: True once :meth:`interrupt` was called.
+        self.fired = False
+
+    def interrupt(self) -> None:
+        """Raise :data:`Interrupted` in the main thread (called by its signal handler)."""
+        self.fired = True
+        raise KeyboardInterrupt
+
+    def caught(self) -> None:
+        """Nothing to undo for a thread."""

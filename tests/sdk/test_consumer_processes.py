@@ -100,8 +100,48 @@ def test_signals_drain_then_roll_back(
     wait_for(lambda: len(lines(log)) >= 1, timeout=20)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)  # two signals sent at once would merge into one in the kernel
-    proc.send_signal(signal.SIGTERM)  # second: roll back at the next message
+    proc.send_signal(signal.SIGTERM)  # second: stop now, the handler interrupted
     assert proc.wait(20) == 0
-    assert len([x for x in lines(log) if x.startswith("done")]) == 1
+    assert len([x for x in lines(log) if x.startswith("done")]) == 0
     wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"), timeout=20)
     assert one(conn, "select sub_last_tick from pgque.subscription") == 2  # redelivered later
+
+
+def test_ctrl_c_says_what_happens_and_twice_stops_now(
+    db: str, conn: psycopg.Connection[Any], queue: str, tmp_path: Path, kind: str
+) -> None:
+    """Issue 34, item 7: the first Ctrl-C said nothing; the second said "stopping now"
+    and still waited for the handler. A real process, real SIGINTs."""
+    send_and_tick(conn, 3)
+    log = tmp_path / "log"
+    log.touch()
+    err = tmp_path / "stderr"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), db, str(log), "120", kind, "90"],
+            env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}, stderr=stderr,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: lines(log), timeout=20)  # a handler started: it sleeps 120 s
+        proc.send_signal(signal.SIGINT)
+        said = "stopping once the batch in progress (if any) is done, waiting at most 90 s"
+        wait_for(lambda: said in err.read_text(), timeout=20, what="the first Ctrl-C's words")
+        text = err.read_text()
+        assert "SIGINT" in text and "press Ctrl-C again" in text and "to stop now" in text, text
+        assert proc.poll() is None  # still waiting for the handler
+        proc.send_signal(signal.SIGINT)
+        # Stops without waiting for the handler's 120 s (deadline well below it).
+        assert proc.wait(60) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = err.read_text()
+    assert "second signal: stopping now, without waiting for the handler" in text, text
+    assert "stopped now; a batch in progress was rolled back" in text, text
+    assert "Traceback" not in text, text
+    assert [line.split()[0] for line in lines(log)] == ["start"]  # it never finished
+    # The batch was rolled back: the consumer's position is where it was, the
+    # three events come again.
+    wait_for(lambda: one(conn, "select sub_batch is null from pgque.subscription"), timeout=20)
+    assert one(conn, "select sub_last_tick from pgque.subscription") == 1
