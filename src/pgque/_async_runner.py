@@ -27,7 +27,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
@@ -39,7 +38,7 @@ from pgque._acompat import (
     signal_handlers,
     wait_event,
 )
-from pgque._queries import query
+from pgque._async_executor import execute, fetch_one
 from pgque.errors import PgqueConnectionError, PgqueError
 from pgque.ticker import WAKE_CHANNEL
 
@@ -78,9 +77,8 @@ async def setup_errors(
 async def _queue_exists(conn: psycopg.AsyncConnection[Any], queue: str) -> bool | None:
     """Whether the queue exists (None: cannot tell), to word a setup error."""
     try:
-        cur = await conn.execute(query("queue_exists"), (queue,))
-        row = await cur.fetchone()
-    except psycopg.Error:
+        row = await fetch_one(conn, "queue_exists", (queue,))
+    except PgqueError:
         return None
     return bool(row and row[0])
 
@@ -184,9 +182,9 @@ class AsyncRunner:
             self._may_self_tick = self._ticker.runner is not None and await self._may_tick(conn)
             async with self._listener() as listener:
                 if listener is not None:  # a commit of ours that it must hear
-                    channel = sql.Identifier(self._probe.start())
-                    await listener.execute(sql.SQL(query("listen")).format(channel))
-                    await conn.execute(sql.SQL(query("notify")).format(channel))
+                    channel = self._probe.start()
+                    await execute(listener, "listen", identifiers=[channel])
+                    await execute(conn, "notify", identifiers=[channel])
                 while not self._stop.is_set():
                     self._ticker.check()  # it stopped on a pooler: say so
                     # What was announced so far, the ticks and polls below see:
@@ -243,7 +241,7 @@ class AsyncRunner:
             if self._ticker.runner is not None:
                 channels.append(WAKE_CHANNEL)  # acted on only while the ticker leads
             for channel in channels:
-                await listener.execute(sql.SQL(query("listen")).format(sql.Identifier(channel)))
+                await execute(listener, "listen", identifiers=[channel])
             self._set_listening(True)
             try:
                 yield listener
@@ -273,8 +271,7 @@ class AsyncRunner:
 
     async def _may_tick(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Whether this role may tick a queue itself (else the ticker's rounds do)."""
-        cur = await conn.execute(query("may_self_tick"))
-        row = await cur.fetchone()
+        row = await fetch_one(conn, "may_self_tick")
         if not (allowed := bool(row and row[0])):
             self._log.info("consumer %s: this role may not tick; the ticker's round does",
                            self.lead.name)  # fmt: skip
@@ -325,7 +322,6 @@ class AsyncRunner:
         if isinstance(self.lead.ticker, bool):
             return self.lead.ticker
         try:
-            cur = await conn.execute(query("scheduler"))
-            return policy.ticker_wanted(self.lead.ticker, await cur.fetchone())
-        except psycopg.Error as exc:
+            return policy.ticker_wanted(self.lead.ticker, await fetch_one(conn, "scheduler"))
+        except PgqueError as exc:
             return policy.config_unreadable(exc, self._log, self.lead.name)

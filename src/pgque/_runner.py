@@ -29,7 +29,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from pgque import _consumer_policy as policy
@@ -41,7 +40,7 @@ from pgque._compat import (
     signal_handlers,
     wait_event,
 )
-from pgque._queries import query
+from pgque._executor import execute, fetch_one
 from pgque.errors import PgqueConnectionError, PgqueError
 from pgque.ticker import WAKE_CHANNEL
 
@@ -78,9 +77,8 @@ def setup_errors(conn: psycopg.Connection[Any], queue: str, name: str) -> Iterat
 def _queue_exists(conn: psycopg.Connection[Any], queue: str) -> bool | None:
     """Whether the queue exists (None: cannot tell), to word a setup error."""
     try:
-        cur = conn.execute(query("queue_exists"), (queue,))
-        row = cur.fetchone()
-    except psycopg.Error:
+        row = fetch_one(conn, "queue_exists", (queue,))
+    except PgqueError:
         return None
     return bool(row and row[0])
 
@@ -184,9 +182,9 @@ class Runner:
             self._may_self_tick = self._ticker.runner is not None and self._may_tick(conn)
             with self._listener() as listener:
                 if listener is not None:  # a commit of ours that it must hear
-                    channel = sql.Identifier(self._probe.start())
-                    listener.execute(sql.SQL(query("listen")).format(channel))
-                    conn.execute(sql.SQL(query("notify")).format(channel))
+                    channel = self._probe.start()
+                    execute(listener, "listen", identifiers=[channel])
+                    execute(conn, "notify", identifiers=[channel])
                 while not self._stop.is_set():
                     self._ticker.check()  # it stopped on a pooler: say so
                     # What was announced so far, the ticks and polls below see:
@@ -243,7 +241,7 @@ class Runner:
             if self._ticker.runner is not None:
                 channels.append(WAKE_CHANNEL)  # acted on only while the ticker leads
             for channel in channels:
-                listener.execute(sql.SQL(query("listen")).format(sql.Identifier(channel)))
+                execute(listener, "listen", identifiers=[channel])
             self._set_listening(True)
             try:
                 yield listener
@@ -273,8 +271,7 @@ class Runner:
 
     def _may_tick(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether this role may tick a queue itself (else the ticker's rounds do)."""
-        cur = conn.execute(query("may_self_tick"))
-        row = cur.fetchone()
+        row = fetch_one(conn, "may_self_tick")
         if not (allowed := bool(row and row[0])):
             self._log.info("consumer %s: this role may not tick; the ticker's round does",
                            self.lead.name)  # fmt: skip
@@ -325,7 +322,6 @@ class Runner:
         if isinstance(self.lead.ticker, bool):
             return self.lead.ticker
         try:
-            cur = conn.execute(query("scheduler"))
-            return policy.ticker_wanted(self.lead.ticker, cur.fetchone())
-        except psycopg.Error as exc:
+            return policy.ticker_wanted(self.lead.ticker, fetch_one(conn, "scheduler"))
+        except PgqueError as exc:
             return policy.config_unreadable(exc, self._log, self.lead.name)

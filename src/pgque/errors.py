@@ -270,23 +270,49 @@ def _class_for(exc: psycopg.Error) -> tuple[type[PgqueError], str | None]:
         return PgquePoolerError, None
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
         return PgqueConnectionError, None
-    detail = exc.diag.message_detail or ""
+    cls, code = _class_for_fields(
+        exc.diag.message_primary or str(exc), exc.diag.message_detail, exc.sqlstate
+    )
+    # psycopg's own refusal of a value (a NUL in text) never reaches the server
+    # and so has no SQLSTATE.
+    if cls is PgqueError and exc.sqlstate is None and isinstance(exc, psycopg.DataError):
+        return PgqueInvalidArgument, None
+    return cls, code
+
+
+def _class_for_fields(
+    message: str, detail: str | None, sqlstate: str | None
+) -> tuple[type[PgqueError], str | None]:
+    """The class (and pgque code) of a server error, from its fields."""
+    detail = detail or ""
     if detail.startswith("pgque:"):
         code = detail[len("pgque:") :].split()[0]
         # A code this package does not know (a newer server-side pgque): the
         # code is kept on the error, the class says no more than that.
         return _BY_CODE.get(code, PgqueError), code
-    text = (exc.diag.message_primary or str(exc)).lower()
+    text = message.lower()
     for needle, cls in _BY_TEXT:
         if needle in text:
             return cls, None
-    # Data exceptions, and psycopg's own refusal of a value (a NUL in text), which
-    # never reaches the server and so has no SQLSTATE.
-    if (exc.sqlstate or "").startswith("22") or (
-        exc.sqlstate is None and isinstance(exc, psycopg.DataError)
-    ):
+    # Data exceptions: a value that does not cast, is out of range or cannot be stored.
+    if (sqlstate or "").startswith("22"):
         return PgqueInvalidArgument, None
     return PgqueError, None
+
+
+def from_error_fields(
+    message: str, *, detail: str | None = None, sqlstate: str | None = None,
+    hint: str | None = None,
+) -> PgqueError:  # fmt: skip
+    """The pgque error for a server error known by its fields, from a driver other than
+    psycopg (the Spark connector's ADBC reads); mapped as :func:`from_database_error`
+    maps psycopg's."""
+    cls, code = _class_for_fields(message, detail, sqlstate)
+    error = cls(message)
+    error.sqlstate = sqlstate
+    error.code = code
+    error.hint = hint
+    return error
 
 
 def from_database_error(exc: psycopg.Error) -> PgqueError:

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from test_client_admin import open_client
-from twins import Running, force_tick, handle, make
+from twins import Running, force_tick, make
 
 import pgque
 from _engine import make_queue, one, rows
@@ -46,7 +46,10 @@ def test_schedule_list_replace_and_remove(client: Any, conn: psycopg.Connection[
     assert isinstance(next_run, datetime) and next_run > one(conn, "select now()")
     client.schedule("other", "tick", "@hourly", pgque.Event([1, 2], type="ev"))
     listed = client.schedules()
-    assert [(s.queue_name, s.schedule_name) for s in listed] == [("other", "tick"), ("q", "nightly")]
+    assert [(s.queue_name, s.schedule_name) for s in listed] == [
+        ("other", "tick"),
+        ("q", "nightly"),
+    ]
     [nightly] = client.schedules("q")
     assert nightly == pgque.Schedule(
         "q", "nightly", "0 2 * * *", "Europe/Paris", "report.run", '{"kind": "sales"}',
@@ -200,7 +203,7 @@ def test_a_reader_consumer_starts_when_the_schedule_exists(
         every(consumer, [], payload=[1])
         error = start(consumer).outcome(10)
         assert isinstance(error, pgque.PgqueError)
-        assert f"consumer 'c' may not schedule 'report.tick' on queue 'q'" in str(error)
+        assert "consumer 'c' may not schedule 'report.tick' on queue 'q'" in str(error)
         assert "pgque_admin" in str(error) and "pgque schedule add" in str(error)
         with pgque.connect(db, autocommit=True) as admin:
             admin.schedule("q", "report.tick", "* * * * *", [1], type="report.tick")

@@ -40,7 +40,6 @@ if tuple(int(p) for p in pyspark.__version__.split(".")[:2] if p.isdigit()) < (4
         f" {pyspark.__version__}"
     )
 
-from pgque._queries import query
 from pgque.spark._db import call
 from pgque.spark._options import SinkOptions, SourceOptions
 from pgque.spark._read import SCHEMA
@@ -64,4 +63,4 @@ def advance_consumer(dsn: str, queue: str, consumer: str, tick: int) -> None:
     rotation may drop them. Raises when the consumer is not subscribed or the
     tick no longer exists.
     """
-    call(dsn, query("spark_advance"), queue, consumer, tick)
+    call(dsn, "spark_advance", queue, consumer, tick)

@@ -19,7 +19,7 @@ import psycopg
 from adbc_driver_manager import Error as AdbcError  # type: ignore[import-untyped,unused-ignore]
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgque.errors import _BY_CODE, PgqueConnectionError, PgqueError
+from pgque.errors import PgqueConnectionError, PgqueError, from_error_fields
 
 __all__ = ["arrow_connect", "mapped_adbc_errors"]
 
@@ -34,16 +34,13 @@ def _field(exc: Any, name: bytes) -> str | None:
 
 
 def pgque_error(exc: Exception) -> PgqueError:
-    """The pgque error for an ADBC error (class from the DETAIL's ``pgque:<code>``)."""
-    detail = _field(exc, b"PG_DIAG_MESSAGE_DETAIL") or ""
-    message = _field(exc, b"PG_DIAG_MESSAGE_PRIMARY")
-    code = detail[len("pgque:") :].split()[0] if detail.startswith("pgque:") else None
-    cls = _BY_CODE.get(code, PgqueError) if code else PgqueError
-    error = cls(message or str(exc).strip())
-    error.sqlstate = getattr(exc, "sqlstate", None)
-    error.code = code
-    error.hint = _field(exc, b"PG_DIAG_MESSAGE_HINT")
-    return error
+    """The pgque error for an ADBC error (mapped by :func:`pgque.errors.from_error_fields`)."""
+    return from_error_fields(
+        _field(exc, b"PG_DIAG_MESSAGE_PRIMARY") or str(exc).strip(),
+        detail=_field(exc, b"PG_DIAG_MESSAGE_DETAIL"),
+        sqlstate=getattr(exc, "sqlstate", None),
+        hint=_field(exc, b"PG_DIAG_MESSAGE_HINT"),
+    )
 
 
 @contextmanager

@@ -14,21 +14,12 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from pgque._queries import LiteralString
-from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
+from pgque._executor import fetch_one, mapped_errors
+from pgque.errors import PgqueConnectionError, PgqueError
 
 __all__ = ["call", "connect", "mapped_errors"]
 
 APPLICATION_NAME = "pgque-spark"
-
-
-@contextmanager
-def mapped_errors() -> Iterator[None]:
-    """Raise psycopg errors as pgque errors (chained)."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise from_database_error(exc) from exc
 
 
 @contextmanager
@@ -53,11 +44,11 @@ def connect(dsn: str, *, autocommit: bool = True) -> Iterator[psycopg.Connection
         conn.close()
 
 
-def call(dsn: str, statement: LiteralString, *params: Any) -> Any:
-    """Run a one-value statement (of queries.sql) in its own autocommit connection;
-    return the value."""
+def call(dsn: str, name: str, *params: Any) -> Any:
+    """Run the one-value statement ``name`` of queries.sql in its own autocommit
+    connection; return the value."""
     with connect(dsn) as conn:
-        row = conn.execute(statement, params or None).fetchone()
+        row = fetch_one(conn, name, params or None)
     if row is None:
-        raise PgqueError(f"no row from {statement!r}")
+        raise PgqueError(f"no row from the statement {name!r}")
     return row[0]

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pgque._executor import execute, fetch_one
 from pgque._queries import query
 from pgque.errors import PgqueConsumerNotFound, PgqueError, PgqueInvalidArgument
 from pgque.spark._adbc import arrow_connect
@@ -216,7 +217,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._initial = int(
                 call(
                     o.dsn,
-                    query("spark_start_tick"),
+                    "spark_start_tick",
                     o.queue,
                     o.consumer,
                     o.starting_position,
@@ -225,7 +226,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _offset(self._initial, self.opts.queue)
 
     def _latest(self) -> int | None:
-        tick = call(self.opts.dsn, query("spark_latest_tick"), self.opts.queue)
+        tick = call(self.opts.dsn, "spark_latest_tick", self.opts.queue)
         return None if tick is None else int(tick)
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -252,7 +253,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_events = limit.max_rows if limit.max_rows < _MAX_LIMIT else None
         end = call(
             o.dsn,
-            query("spark_next_tick"),
+            "spark_next_tick",
             o.queue,
             o.consumer,
             _tick_of(start, "start", o.queue),
@@ -284,7 +285,7 @@ class PgqueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         """Move the consumer to ``end``: rotation may now drop what came before it."""
         o = self.opts
-        call(o.dsn, query("spark_advance"), o.queue, o.consumer, _tick_of(end, "end", o.queue))
+        call(o.dsn, "spark_advance", o.queue, o.consumer, _tick_of(end, "end", o.queue))
 
     def stop(self) -> None:
         """Nothing to release; the consumer stays subscribed (a restart needs its events)."""
@@ -310,9 +311,9 @@ class PgqueBatchReader(DataSourceReader):
         with connect(o.dsn, autocommit=False) as conn:
             start = o.start_tick
             if start is None:
-                row = conn.execute(query("spark_consumer_tick"), (o.queue, o.consumer)).fetchone()
+                row = fetch_one(conn, "spark_consumer_tick", (o.queue, o.consumer))
                 if row is None:
-                    conn.execute(query("spark_latest_tick"), (o.queue,))  # raises for no queue
+                    execute(conn, "spark_latest_tick", (o.queue,))  # raises for no queue
                     raise PgqueConsumerNotFound(
                         f"pgque batch source: consumer {o.consumer!r} is not subscribed to"
                         f" queue {o.queue!r} (option 'consumer')"
@@ -320,14 +321,14 @@ class PgqueBatchReader(DataSourceReader):
                 start = int(row[0])
             end = o.end_tick
             if end is None:
-                row = conn.execute(query("spark_latest_tick"), (o.queue,)).fetchone()
+                row = fetch_one(conn, "spark_latest_tick", (o.queue,))
                 end = start if row is None or row[0] is None else int(row[0])
             if start > end:
                 raise PgqueInvalidArgument(
                     f"pgque batch source: start tick {start} is after end tick {end}"
                 )
             # Raises for a missing tick, naming it.
-            conn.execute(query("spark_range_sql"), (o.queue, start, end, 0, 1))
+            execute(conn, "spark_range_sql", (o.queue, start, end, 0, 1))
         return start, end
 
     def partitions(self) -> Sequence[InputPartition]:

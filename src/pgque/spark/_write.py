@@ -53,7 +53,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pgque._queries import query
+from pgque._executor import fetch_value
 from pgque.errors import PgqueError, PgqueInvalidArgument
 from pgque.spark._db import call, connect
 from pgque.spark._options import SinkOptions
@@ -266,8 +266,9 @@ class _Stager:
         def extra(name: str) -> list[Any] | None:
             return cols[name] or None
 
-        staged = conn.execute(
-            query("spark_stage"),
+        staged = fetch_value(
+            conn,
+            "spark_stage",
             (
                 self.write_id,
                 self.stage_id,
@@ -279,13 +280,13 @@ class _Stager:
                 extra("extra3"),
                 extra("extra4"),
             ),
-        ).fetchone()[0]
+        )
         self.rows += int(staged)
 
 
 def _check_queue(opts: SinkOptions) -> None:
     """Fail at query start for an unknown queue (or a DSN that does not work)."""
-    call(opts.dsn, query("spark_latest_tick"), opts.queue)
+    call(opts.dsn, "spark_latest_tick", opts.queue)
 
 
 def _publish(
@@ -297,7 +298,7 @@ def _publish(
     return int(
         call(
             opts.dsn,
-            query("spark_publish"),
+            "spark_publish",
             opts.queue,
             write_id,
             stage_ids,
@@ -343,7 +344,7 @@ class PgqueBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop everything staged under the write id (failed tasks' rows included)."""
-        call(self.opts.dsn, query("spark_discard"), self.write_id)
+        call(self.opts.dsn, "spark_discard", self.write_id)
 
 
 def _task_batch() -> tuple[str, int]:
@@ -400,4 +401,4 @@ class PgqueStreamWriter(DataSourceStreamArrowWriter):
         """Drop the micro-batch's staged rows (replays and later commits also clean up)."""
         found = _messages(messages)
         if found and found[0].query_id is not None:
-            call(self.opts.dsn, query("spark_discard"), f"{found[0].query_id}:{batchId}")
+            call(self.opts.dsn, "spark_discard", f"{found[0].query_id}:{batchId}")
