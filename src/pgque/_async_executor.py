@@ -80,13 +80,15 @@ async def execute(
     binary: bool = False,
 ) -> psycopg.AsyncCursor[Any]:
     """Run the named statement on ``conn``; its cursor, to fetch from."""
+    # Only the options given: a connection someone wrapped may take no more than
+    # the statement and its parameters.
+    options: dict[str, Any] = {}
+    if prepare is not None:
+        options["prepare"] = prepare
+    if binary:
+        options["binary"] = True
     with mapped_errors():
-        if binary:
-            return await conn.execute(
-                statement(name, identifiers), params, prepare=prepare, binary=True
-            )
-        # The plain call: a connection someone wrapped may not take ``binary``.
-        return await conn.execute(statement(name, identifiers), params, prepare=prepare)
+        return await conn.execute(statement(name, identifiers), params, **options)
 
 
 async def execute_text(
@@ -94,6 +96,8 @@ async def execute_text(
 ) -> psycopg.AsyncCursor[Any]:
     """Run SQL text that is not one named statement (see the module's docstring)."""
     with mapped_errors():
+        if prepare is None:
+            return await conn.execute(text)
         return await conn.execute(text, prepare=prepare)
 
 

@@ -15,10 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-import psycopg
-
 from pgque._text import check_text
-from pgque.errors import PgqueError, from_database_error
+from pgque.errors import PgqueError
 from pgque.serializers import JSON
 
 __all__ = ["EverySchedule", "Periodic"]
@@ -46,9 +44,8 @@ class EverySchedule:
         declared = (self.name, self.cron, self.time_zone, self.type, json.loads(self.payload))
         return (name, cron, time_zone, type_name, json.loads(payload)) == declared
 
-    def refused(self, queue: str, consumer: str, exc: psycopg.Error) -> PgqueError:
+    def refused(self, queue: str, consumer: str, error: PgqueError) -> PgqueError:
         """The error of a role that may neither upsert the schedule nor find it as declared."""
-        error = from_database_error(exc)
         return _reworded(error, (
             f"consumer {consumer!r} may not schedule {self.name!r} on queue {queue!r}"
             f" ({error}): @every upserts its schedule when the consumer starts, which needs"
@@ -56,9 +53,8 @@ class EverySchedule:
             " (`pgque schedule add`), which a pgque_reader consumer then finds"
         ))  # fmt: skip
 
-    def failed(self, queue: str, consumer: str, exc: psycopg.Error) -> PgqueError:
+    def failed(self, queue: str, consumer: str, error: PgqueError) -> PgqueError:
         """The error of an upsert the database refused (a bad cron or time zone, no queue)."""
-        error = from_database_error(exc)
         return _reworded(error, f"consumer {consumer!r}, @every schedule {self.name!r}: {error}")
 
 

@@ -82,11 +82,15 @@ def execute(
     binary: bool = False,
 ) -> psycopg.Cursor[Any]:
     """Run the named statement on ``conn``; its cursor, to fetch from."""
+    # Only the options given: a connection someone wrapped may take no more than
+    # the statement and its parameters.
+    options: dict[str, Any] = {}
+    if prepare is not None:
+        options["prepare"] = prepare
+    if binary:
+        options["binary"] = True
     with mapped_errors():
-        if binary:
-            return conn.execute(statement(name, identifiers), params, prepare=prepare, binary=True)
-        # The plain call: a connection someone wrapped may not take ``binary``.
-        return conn.execute(statement(name, identifiers), params, prepare=prepare)
+        return conn.execute(statement(name, identifiers), params, **options)
 
 
 def execute_text(
@@ -94,6 +98,8 @@ def execute_text(
 ) -> psycopg.Cursor[Any]:
     """Run SQL text that is not one named statement (see the module's docstring)."""
     with mapped_errors():
+        if prepare is None:
+            return conn.execute(text)
         return conn.execute(text, prepare=prepare)
 
 

@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from pgque._queries import LiteralString, query
 from pgque._text import nul_error
 from pgque.errors import (
     PgqueConnectionError,
@@ -215,17 +214,17 @@ def batch_statement(
     columns: Columns,
     *,
     client_side: bool = False,
-) -> tuple[LiteralString, tuple[Any, ...]]:
+) -> tuple[str, tuple[Any, ...]]:
     """The send_batch statement: arrays bound in binary unless the cursor binds on the client."""
     if types is None and all(c is None for c in columns):
         plain = "producer_send_batch_client_side" if client_side else "producer_send_batch"
-        return query(plain), (queue, type, texts)
+        return plain, (queue, type, texts)
     if types is None and type != "default":
         types = [type] * len(texts)
     extras = (
         "producer_send_batch_extras_client_side" if client_side else "producer_send_batch_extras"
     )
-    return query(extras), (queue, types, texts, *columns)
+    return extras, (queue, types, texts, *columns)
 
 
 def misbound(exc: BaseException) -> bool:
@@ -251,16 +250,16 @@ def client_side(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) ->
 
 def single_statement(
     queue: str, type: str, text: str, fields: Extras
-) -> tuple[LiteralString, tuple[Any, ...]]:
+) -> tuple[str, tuple[Any, ...]]:
     """The statement and parameters that send one message."""
     if fields == _NO_EXTRAS:
-        return query("send_text"), (queue, type, text)
-    return query("send_text_extras"), (queue, type, text, *fields)
+        return "send_text", (queue, type, text)
+    return "send_text_extras", (queue, type, text, *fields)
 
 
 def deliver_at_statement(
     at: datetime | None, delay: timedelta | None
-) -> tuple[LiteralString, datetime | timedelta]:
+) -> tuple[str, datetime | timedelta]:
     """The send_at statement for ``at`` or ``delay`` (exactly one), and its time parameter."""
     if (at is None) == (delay is None):
         raise PgqueInvalidArgument("send_at needs exactly one of at= (a datetime) or delay=")
@@ -272,12 +271,12 @@ def deliver_at_statement(
                 "at must be timezone-aware (e.g. datetime.now(timezone.utc) + ...);"
                 " a naive datetime's zone would be the server's guess"
             )
-        return query("producer_send_at"), at
+        return "producer_send_at", at
     if not isinstance(delay, timedelta):
         raise PgqueInvalidArgument(f"delay must be a timedelta, got {type(delay).__name__}")
     if delay < timedelta(0):
         raise PgqueInvalidArgument(f"delay must not be negative, got {delay}")
-    return query("producer_send_after"), delay
+    return "producer_send_after", delay
 
 
 class Pending:

@@ -23,7 +23,6 @@ from typing import Any
 
 import psycopg
 
-from pgque._queries import LiteralString, query
 from pgque.errors import PgqueError, PgqueInvalidArgument
 from pgque.serializers import Serializer
 
@@ -81,7 +80,7 @@ def send_statement(
     type: str | None,
     fields: tuple[str | None, str | None, str | None, str | None],
     user_extras: Sequence[str | None] | None,
-) -> tuple[LiteralString, tuple[Any, ...]]:
+) -> tuple[str, tuple[Any, ...]]:
     """The statement and parameters of one client send of the encoded ``text``."""
     check_text(queue=queue, type=type)
     _check_extras(user_extras)
@@ -90,20 +89,20 @@ def send_statement(
     type_name = type or "default"
     if serializer.sql_type == "text":
         if any(f is not None for f in fields):
-            return query("send_text_extras"), (queue, type_name, text, *fields)
-        return query("send_text"), (queue, type_name, text)
+            return "send_text_extras", (queue, type_name, text, *fields)
+        return "send_text", (queue, type_name, text)
     if json_nul(text):
-        return query("send_json_text_extras"), (queue, type_name, text, *fields)
+        return "send_json_text_extras", (queue, type_name, text, *fields)
     if any(f is not None for f in fields):
-        return query("send_extras"), (queue, type_name, text, *fields)
+        return "send_extras", (queue, type_name, text, *fields)
     if type in _DEFAULT_TYPES:
-        return query("send"), (queue, text)
-    return query("send_typed"), (queue, type, text)
+        return "send", (queue, text)
+    return "send_typed", (queue, type, text)
 
 
 def send_batch_statement(
     serializer: Serializer, queue: str, type: str, texts: list[str], *, binary: bool = True
-) -> tuple[LiteralString, tuple[Any, ...]]:
+) -> tuple[str, tuple[Any, ...]]:
     """The statement and parameters of a client send_batch of the encoded ``texts``:
     the array bound in binary (a text-format array of JSON costs more to escape and
     parse than the insert) unless the connection binds on the client (``binary``
@@ -118,7 +117,7 @@ def send_batch_statement(
         name = "send_batch_json_text_binary" if binary else "send_batch_json_text"
     else:
         name = "send_batch_binary" if binary else "send_batch"
-    return query(name), (queue, type, texts)
+    return name, (queue, type, texts)
 
 
 def _not_json(text: str) -> bool:

@@ -44,6 +44,7 @@ from pgque import _consumer_policy as policy
 from pgque import tracing
 from pgque._acompat import ASYNC, Event, call_with_timeout, run_lanes, wait_event
 from pgque._async_batch import AsyncBatchOpener, traced_receive
+from pgque._async_executor import execute, fetch_all
 from pgque._async_runner import AsyncRunner, setup_errors
 from pgque._async_settle import AsyncSettler
 from pgque._async_slots import AsyncSlotLeases, SlotRef
@@ -56,9 +57,8 @@ from pgque._consumer_options import (
 )
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._every import EverySchedule, Periodic
-from pgque._queries import query
 from pgque.async_client import AsyncPgqueClient
-from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueFenced
+from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueError, PgqueFenced
 from pgque.message import Message
 from pgque.otel import CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
@@ -339,14 +339,14 @@ class AsyncConsumer(ConsumerSettings, Periodic):
             PgqueError: A setup error, saying what to do (as :meth:`start`).
         """
         async with setup_errors(conn, self.queue, self.name):
-            await conn.execute(query("keep_backend_heap"))
+            await execute(conn, "keep_backend_heap")
             if self.subscribe and self._slots is not None:
                 await self._slots.subscribe(AsyncPgqueClient(conn))
             elif self.subscribe and self.subconsumer is None:
-                await conn.execute(query("subscribe"), (self.queue, self.name))
+                await execute(conn, "subscribe", (self.queue, self.name))
             elif self.subscribe:
                 params = (self.queue, self.name, self.subconsumer)
-                await conn.execute(query("subscribe_subconsumer"), params)
+                await execute(conn, "subscribe_subconsumer", params)
         for schedule in self._schedules.values():  # their errors say what to do already
             await self._schedule(conn, schedule)
 
@@ -354,13 +354,16 @@ class AsyncConsumer(ConsumerSettings, Periodic):
         """Upsert a schedule of :meth:`every`; a role that may not goes on when it exists
         as declared."""
         try:
-            await conn.execute(query("schedule"), every.params(self.queue))
-        except psycopg.errors.InsufficientPrivilege as exc:
-            cur = await conn.execute(query("schedules"), (self.queue, self.queue))
-            if not any(every.matches(row) for row in await cur.fetchall()):
-                raise every.refused(self.queue, self.name, exc) from exc
-        except psycopg.errors.RaiseException as exc:  # no queue, a bad cron or time zone
-            raise every.failed(self.queue, self.name, exc) from exc
+            await execute(conn, "schedule", every.params(self.queue))
+        except PgqueError as exc:
+            if exc.sqlstate == "42501":  # insufficient_privilege
+                rows = await fetch_all(conn, "schedules", (self.queue, self.queue))
+                if not any(every.matches(row) for row in rows):
+                    raise every.refused(self.queue, self.name, exc) from exc.__cause__
+            elif exc.sqlstate == "P0001":  # raised by pgque: no queue, a bad cron or time zone
+                raise every.failed(self.queue, self.name, exc) from exc.__cause__
+            else:
+                raise
 
     async def poll(
         self, conn: psycopg.AsyncConnection[Any], *, tick: float | None = None
@@ -438,7 +441,7 @@ class AsyncConsumer(ConsumerSettings, Periodic):
 
     async def _tick(self, conn: psycopg.AsyncConnection[Any], max_wait: float) -> None:
         """Tick the queue as ``ticker_eager`` does, arming the wakeup (autocommit ``conn``)."""
-        await conn.execute(query("consumer_tick"), (self.queue, f"{max_wait} seconds"))
+        await execute(conn, "consumer_tick", (self.queue, f"{max_wait} seconds"))
 
     async def _poll_slots(
         self, conn: psycopg.AsyncConnection[Any], client: AsyncPgqueClient, slots: AsyncSlotLeases

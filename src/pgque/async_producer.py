@@ -38,6 +38,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from pgque import tracing
 from pgque._acompat import ASYNC, Lock
+from pgque._async_executor import fetch_value
 from pgque._producer_common import (
     POOL_DEFAULTS,
     Columns,
@@ -60,11 +61,10 @@ from pgque._producer_common import (
     place_carriers,
     single_statement,
 )
-from pgque._queries import LiteralString, query
 from pgque.errors import (
     PgqueConnectionError,
+    PgqueError,
     PgqueInvalidArgument,
-    from_database_error,
     pooler_error,
 )
 from pgque.otel import Telemetry, telemetry
@@ -238,25 +238,23 @@ class AsyncProducer:
     async def _value(
         self,
         conn: psycopg.AsyncConnection[Any],
-        statement: LiteralString,
+        name: str,
         params: Sequence[Any],
         *,
         binary: bool = False,
     ) -> Any:
+        """The value of the named send statement; prepared where the connection allows."""
         prepare: bool | None = None
         if self.pooler:
             prepare = False
         elif conn.prepare_threshold is not None and not client_side(conn):
             prepare = True
         try:
-            async with conn.cursor(binary=binary) as cur:
-                await cur.execute(statement, params, prepare=prepare)
-                row = await cur.fetchone()
-        except psycopg.Error as exc:
-            if prepare and misbound(exc):
-                raise pooler_error(exc) from exc
-            raise from_database_error(exc) from exc
-        return None if row is None else row[0]
+            return await fetch_value(conn, name, params, prepare=prepare, binary=binary)
+        except PgqueError as exc:
+            if prepare and misbound(exc.__cause__ or exc):
+                raise pooler_error(exc.__cause__ or exc) from exc.__cause__
+            raise
 
     async def _look_for_consumers(self, conn: psycopg.AsyncConnection[Any], queue: str) -> None:
         """After the first send to ``queue``: warn if nobody is subscribed to it
@@ -265,22 +263,16 @@ class AsyncProducer:
         if not check.needed(queue):
             return
         if check.readable is None:
-            check.may_read(bool(await self._once(conn, query("may_count_consumers"), ())))
+            check.may_read(bool(await self._once(conn, "may_count_consumers", ())))
             if not check.readable:
                 return
-        check.counted(queue, int(await self._once(conn, query("queue_consumer_count"), (queue,))))
+        check.counted(queue, int(await self._once(conn, "queue_consumer_count", (queue,))))
 
     async def _once(
-        self, conn: psycopg.AsyncConnection[Any], statement: LiteralString, params: Sequence[Any]
+        self, conn: psycopg.AsyncConnection[Any], name: str, params: Sequence[Any]
     ) -> Any:
         """The value of a statement run once per producer or queue: never prepared."""
-        try:
-            async with conn.cursor() as cur:
-                await cur.execute(statement, params, prepare=False)
-                row = await cur.fetchone()
-        except psycopg.Error as exc:
-            raise from_database_error(exc) from exc
-        return None if row is None else row[0]
+        return await fetch_value(conn, name, params, prepare=False)
 
     # -- sending ---------------------------------------------------------------
 

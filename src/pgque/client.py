@@ -11,8 +11,7 @@ as :mod:`pgque.errors` classes, chained to the psycopg error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,8 +20,8 @@ import psycopg
 from pgque import health as _health
 from pgque import tracing
 from pgque._args import ConfigValue, config_text, interval, queue_options
+from pgque._executor import execute, fetch_all, fetch_one, fetch_value
 from pgque._producer_common import NoConsumerWarning
-from pgque._queries import LiteralString, query
 from pgque._text import check_text, json_error, send_batch_statement, send_statement
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.health import Health, HealthCheck
@@ -45,14 +44,6 @@ from pgque.records import (
 from pgque.serializers import JSON, Serializer
 
 __all__ = ["PgqueClient", "connect"]
-
-
-@contextmanager
-def _mapped_errors() -> Iterator[None]:
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise from_database_error(exc) from exc
 
 
 class PgqueClient:
@@ -89,23 +80,14 @@ class PgqueClient:
         """Close the client (and the connection, if it opened it)."""
         self.close()
 
-    def _one(
-        self, sql: LiteralString, params: Sequence[Any] | None = None, *, binary: bool = False
-    ) -> Any:
-        with _mapped_errors():
-            if binary:
-                cur = self.conn.execute(sql, params, binary=True)
-            else:  # the plain call: a wrapped connection may not take ``binary``
-                cur = self.conn.execute(sql, params)
-            row = cur.fetchone()
-        return None if row is None else row[0]
+    def _one(self, name: str, params: Sequence[Any] | None = None, *,
+                   binary: bool = False) -> Any:  # fmt: skip
+        """The first value of the named statement's first row (None without rows)."""
+        return fetch_value(self.conn, name, params, binary=binary)
 
-    def _all(
-        self, sql: LiteralString, params: Sequence[Any] | None = None
-    ) -> list[tuple[Any, ...]]:
-        with _mapped_errors():
-            cur = self.conn.execute(sql, params)
-            return list(cur.fetchall())
+    def _all(self, name: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Every row of the named statement."""
+        return fetch_all(self.conn, name, params)
 
     # -- producing -----------------------------------------------------------
 
@@ -175,22 +157,22 @@ class PgqueClient:
         if not check.needed(queue):
             return
         if check.readable is None:
-            check.may_read(bool(self._one(query("may_count_consumers"))))
+            check.may_read(bool(self._one("may_count_consumers")))
             if not check.readable:
                 return
-        check.counted(queue, int(self._one(query("queue_consumer_count"), (queue,))))
+        check.counted(queue, int(self._one("queue_consumer_count", (queue,))))
 
     # -- consuming -----------------------------------------------------------
 
     def subscribe(self, queue: str, consumer: str) -> int:
         """Subscribe a consumer at the queue's latest tick: 1, or 0 when it already was."""
         check_text(queue=queue, consumer=consumer)
-        return int(self._one(query("subscribe"), (queue, consumer)))
+        return int(self._one("subscribe", (queue, consumer)))
 
     def unsubscribe(self, queue: str, consumer: str) -> int:
         """Remove a subscription: 1, or 0 when there was none."""
         check_text(queue=queue, consumer=consumer)
-        return int(self._one(query("unsubscribe"), (queue, consumer)))
+        return int(self._one("unsubscribe", (queue, consumer)))
 
     def receive(self, queue: str, consumer: str, max_messages: int = 100) -> list[Message]:
         """Up to ``max_messages`` messages of the consumer's open or next batch.
@@ -199,18 +181,18 @@ class PgqueClient:
         it, messages beyond ``max_messages`` included.
         """
         check_text(queue=queue, consumer=consumer)
-        rows = self._all(query("receive"), (queue, consumer, max_messages))
+        rows = self._all("receive", (queue, consumer, max_messages))
         return [Message(*row) for row in rows]
 
     def receive_rest(self, batch_id: int, after_msg_id: int) -> list[Message]:
         """The batch's messages after ``after_msg_id``: read them before acking a batch
         that ``receive`` cut at its limit."""
-        rows = self._all(query("batch_rest"), (batch_id, batch_id, after_msg_id))
+        rows = self._all("batch_rest", (batch_id, batch_id, after_msg_id))
         return [Message(*row) for row in rows]
 
     def ack(self, batch_id: int) -> int:
         """Finish the whole batch: 1, or 0 (a WARNING) when it is not open."""
-        return int(self._one(query("ack"), (batch_id,)))
+        return int(self._one("ack", (batch_id,)))
 
     def nack(
         self, batch_id: int, msg: Message, retry_after: float = 60, reason: str | None = None
@@ -227,25 +209,24 @@ class PgqueClient:
             msg.msg_id, msg.batch_id, msg.type, payload, msg.retry_count, msg.created_at,
             msg.extra1, msg.extra2, msg.extra3, msg.extra4,
         )  # fmt: skip
-        with _mapped_errors():
-            self.conn.execute(query("nack"), (batch_id, *fields, f"{retry_after} seconds", reason))
+        execute(self.conn, "nack", (batch_id, *fields, f"{retry_after} seconds", reason))
 
     # -- ticking -------------------------------------------------------------
 
     def ticker(self, queue: str) -> int | None:
         """Tick the queue if due; the new tick id, or None."""
         check_text(queue=queue)
-        value = self._one(query("ticker"), (queue,))
+        value = self._one("ticker", (queue,))
         return None if value is None else int(value)
 
     def ticker_all(self) -> int:
         """Tick every due queue; how many got a tick."""
-        return int(self._one(query("ticker_all")))
+        return int(self._one("ticker_all"))
 
     def force_next_tick(self, queue: str) -> int | None:
         """Make the next ticker call tick the queue; the latest tick id (None if none)."""
         check_text(queue=queue)
-        value = self._one(query("force_next_tick"), (queue,))
+        value = self._one("force_next_tick", (queue,))
         return None if value is None else int(value)
 
     def force_tick(self, queue: str) -> int | None:
@@ -257,7 +238,7 @@ class PgqueClient:
     def subscribe_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Add a subconsumer to a cooperative consumer: 1 if something was created, else 0."""
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
-        return int(self._one(query("subscribe_subconsumer"), (queue, consumer, subconsumer)))
+        return int(self._one("subscribe_subconsumer", (queue, consumer, subconsumer)))
 
     def unsubscribe_subconsumer(
         self, queue: str, consumer: str, subconsumer: str, *, batch_handling: int = 0
@@ -265,9 +246,7 @@ class PgqueClient:
         """Remove a subconsumer (``batch_handling=1`` retries its open batch first)."""
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         return int(
-            self._one(
-                query("unsubscribe_subconsumer"), (queue, consumer, subconsumer, batch_handling)
-            )
+            self._one("unsubscribe_subconsumer", (queue, consumer, subconsumer, batch_handling))
         )
 
     def receive_coop(
@@ -282,26 +261,26 @@ class PgqueClient:
         """Receive as one subconsumer of a cooperative consumer (registers it if needed)."""
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
         rows = self._all(
-            query("receive_coop"), (queue, consumer, subconsumer, max_messages, dead_interval)
+            "receive_coop", (queue, consumer, subconsumer, max_messages, dead_interval)
         )
         return [Message(*row) for row in rows]
 
     def touch_subconsumer(self, queue: str, consumer: str, subconsumer: str) -> int:
         """Heartbeat of a subconsumer; rows touched."""
         check_text(queue=queue, consumer=consumer, subconsumer=subconsumer)
-        return int(self._one(query("touch_subconsumer"), (queue, consumer, subconsumer)))
+        return int(self._one("touch_subconsumer", (queue, consumer, subconsumer)))
 
     # -- partition slots -----------------------------------------------------
 
     def subscribe_slot(self, queue: str, consumer: str, slot: int, n: int) -> None:
         """Subscribe slot ``slot`` of ``n`` of a partitioned consumer (nothing if it is)."""
         check_text(queue=queue, consumer=consumer)
-        self._one(query("subscribe_slot"), (queue, consumer, slot, n))
+        self._one("subscribe_slot", (queue, consumer, slot, n))
 
     def unsubscribe_slot(self, queue: str, consumer: str, slot: int) -> None:
         """Remove one slot's subscription and lease (the last one unpins ``n``)."""
         check_text(queue=queue, consumer=consumer)
-        self._one(query("unsubscribe_slot"), (queue, consumer, slot))
+        self._one("unsubscribe_slot", (queue, consumer, slot))
 
     def claim_slot(
         self, queue: str, consumer: str, slot: int, worker: str, ttl: timedelta | float = 30
@@ -310,13 +289,13 @@ class PgqueClient:
         worker holds a live lease (try another slot)."""
         check_text(queue=queue, consumer=consumer, worker=worker)
         params = (queue, consumer, slot, worker, interval(ttl, "ttl"))
-        value = self._one(query("claim_slot"), params)
+        value = self._one("claim_slot", params)
         return None if value is None else int(value)
 
     def release_slot(self, queue: str, consumer: str, slot: int, worker: str) -> bool:
         """Give up ``worker``'s lease on a slot; False when it was not the owner."""
         check_text(queue=queue, consumer=consumer, worker=worker)
-        return bool(self._one(query("release_slot"), (queue, consumer, slot, worker)))
+        return bool(self._one("release_slot", (queue, consumer, slot, worker)))
 
     def receive_partitioned(
         self, queue: str, consumer: str, slot: int, n: int, worker: str, max_messages: int = 100
@@ -324,12 +303,12 @@ class PgqueClient:
         """:meth:`receive` for a slot ``worker`` holds (the call renews its lease)."""
         check_text(queue=queue, consumer=consumer, worker=worker)
         params = (queue, consumer, slot, n, worker, max_messages)
-        return [Message(*row) for row in self._all(query("receive_partitioned"), params)]
+        return [Message(*row) for row in self._all("receive_partitioned", params)]
 
     def ack_partitioned(self, queue: str, consumer: str, slot: int, n: int, worker: str) -> int:
         """Finish the slot's open batch: 1, or 0 when it has none (renews the lease)."""
         check_text(queue=queue, consumer=consumer, worker=worker)
-        return int(self._one(query("ack_partitioned"), (queue, consumer, slot, n, worker)))
+        return int(self._one("ack_partitioned", (queue, consumer, slot, n, worker)))
 
     def nack_partitioned(
         self, queue: str, consumer: str, slot: int, n: int, worker: str, msg: Message,
@@ -339,7 +318,7 @@ class PgqueClient:
         check_text(queue=queue, consumer=consumer, worker=worker, reason=reason)
         params = (queue, consumer, slot, n, worker, msg.msg_id,
                   interval(retry_after, "retry_after"), reason)  # fmt: skip
-        return int(self._one(query("nack_partitioned_by_id"), params))
+        return int(self._one("nack_partitioned_by_id", params))
 
     def dead_letter_partitioned(
         self, queue: str, consumer: str, slot: int, n: int, worker: str, msg: Message,
@@ -348,7 +327,7 @@ class PgqueClient:
         """Dead-letter a message of the slot's open batch (renews the lease)."""
         check_text(queue=queue, consumer=consumer, worker=worker, reason=reason)
         params = (queue, consumer, slot, n, worker, msg.msg_id, reason)
-        return int(self._one(query("dead_letter_partitioned"), params))
+        return int(self._one("dead_letter_partitioned", params))
 
     # -- queues --------------------------------------------------------------
 
@@ -359,7 +338,7 @@ class PgqueClient:
         the options applied. Returns 1, or 0 when the queue existed.
         """
         check_text(queue=queue)
-        return int(self._one(query("create_queue"), (queue, queue_options(options))))
+        return int(self._one("create_queue", (queue, queue_options(options))))
 
     def drop_queue(self, queue: str, *, force: bool = False) -> int:
         """Drop a queue with its events, ticks and dead letters; returns 1.
@@ -368,7 +347,7 @@ class PgqueClient:
         unless ``force``, which unsubscribes them first.
         """
         check_text(queue=queue)
-        return int(self._one(query("drop_queue"), (queue, force)))
+        return int(self._one("drop_queue", (queue, force)))
 
     def set_queue_config(self, queue: str, name: str, value: ConfigValue) -> int:
         """Set one queue setting (``max_retries``, ``ticker_max_lag``, ``ticker_paused`` ...).
@@ -378,17 +357,17 @@ class PgqueClient:
         """
         text = config_text(value)
         check_text(queue=queue, name=name, value=text)
-        return int(self._one(query("set_queue_config"), (queue, name, text)))
+        return int(self._one("set_queue_config", (queue, name, text)))
 
     def pause_queue(self, queue: str) -> None:
         """Stop ticking the queue: sends still succeed, consumers get nothing new."""
         check_text(queue=queue)
-        self._one(query("pause_queue"), (queue,))
+        self._one("pause_queue", (queue,))
 
     def resume_queue(self, queue: str) -> None:
         """Resume ticking a paused queue."""
         check_text(queue=queue)
-        self._one(query("resume_queue"), (queue,))
+        self._one("resume_queue", (queue,))
 
     # -- browsing ------------------------------------------------------------
 
@@ -406,7 +385,7 @@ class PgqueClient:
             PgqueInvalidArgument: ``limit`` outside 1..1000.
         """
         check_text(queue=queue, type=type)
-        rows = self._all(query("recent_events"), (queue, limit, type))
+        rows = self._all("recent_events", (queue, limit, type))
         return [EventRecord(*row) for row in rows]
 
     # -- dead letters --------------------------------------------------------
@@ -414,12 +393,12 @@ class PgqueClient:
     def dlq_inspect(self, queue: str, limit: int | None = 100) -> list[DeadLetter]:
         """The queue's dead letters, newest first, at most ``limit`` (None: all)."""
         check_text(queue=queue)
-        rows = self._all(query("dlq_inspect"), (queue, limit))
+        rows = self._all("dlq_inspect", (queue, limit))
         return [DeadLetter(*row) for row in rows]
 
     def dead_letter(self, dead_letter_id: int) -> DeadLetter | None:
         """The dead letter with this id, or None when there is none."""
-        rows = self._all(query("dlq_get"), (dead_letter_id,))
+        rows = self._all("dlq_get", (dead_letter_id,))
         return DeadLetter(*rows[0]) if rows else None
 
     def dlq_replay(self, dead_letter_id: int) -> int:
@@ -428,12 +407,12 @@ class PgqueClient:
         Raises:
             PgqueMessageNotFound: No dead letter has this id.
         """
-        return int(self._one(query("dlq_replay"), (dead_letter_id,)))
+        return int(self._one("dlq_replay", (dead_letter_id,)))
 
     def dlq_replay_all(self, queue: str) -> DlqReplayResult:
         """Replay every dead letter of the queue, oldest first; failures are counted, not raised."""
         check_text(queue=queue)
-        [row] = self._all(query("dlq_replay_all"), (queue,))
+        [row] = self._all("dlq_replay_all", (queue,))
         return DlqReplayResult(*row)
 
     def dlq_purge(self, queue: str, older_than: timedelta | float = timedelta(days=30)) -> int:
@@ -441,7 +420,7 @@ class PgqueClient:
         seconds; 0 for all); how many."""
         check_text(queue=queue)
         age = interval(older_than, "older_than")
-        return int(self._one(query("dlq_purge"), (queue, age)))
+        return int(self._one("dlq_purge", (queue, age)))
 
     # -- scheduler -----------------------------------------------------------
 
@@ -451,38 +430,38 @@ class PgqueClient:
         Raises:
             PgqueOperationRefused: pg_cron is missing (or too old) in this database.
         """
-        self._one(query("start_scheduler"))
+        self._one("start_scheduler")
 
     def start_timetable(self, ticks_per_second: int = 10) -> None:
         """Schedule pgque's jobs in pg_timetable instead (``pgque.start_timetable()``)."""
-        self._one(query("start_timetable"), (ticks_per_second,))
+        self._one("start_timetable", (ticks_per_second,))
 
     def stop_scheduler(self) -> None:
         """Remove pgque's scheduler jobs (``pgque.stop()``); harmless when there are none."""
-        self._one(query("stop_scheduler"))
+        self._one("stop_scheduler")
 
     # -- status --------------------------------------------------------------
 
     def status(self) -> list[ComponentStatus]:
         """The rows of ``pgque.status()``: versions, scheduler, ticker and maintenance jobs."""
-        return [ComponentStatus(*row) for row in self._all(query("status"))]
+        return [ComponentStatus(*row) for row in self._all("status")]
 
     def queue_stats(self, queue: str | None = None) -> list[QueueStats]:
         """Depth, rate, rotation and dead letters of every queue, or of ``queue`` (``[]``
         when it does not exist), from ``pgque.queue_stats()``."""
         check_text(queue=queue)
-        return [QueueStats(*row) for row in self._all(query("queue_stats"), (queue, queue))]
+        return [QueueStats(*row) for row in self._all("queue_stats", (queue, queue))]
 
     def consumer_stats(self, queue: str | None = None) -> list[ConsumerStats]:
         """Lag, pending events and open batch of every consumer (of ``queue``, if given),
         from ``pgque.consumer_stats()``."""
         check_text(queue=queue)
-        rows = self._all(query("consumer_stats"), (queue, queue))
+        rows = self._all("consumer_stats", (queue, queue))
         return [ConsumerStats(*row) for row in rows]
 
     def queue_health(self) -> list[HealthCheck]:
         """The rows of ``pgque.queue_health()``; unlike :meth:`health`, database errors raise."""
-        return [HealthCheck(*row) for row in self._all(query("queue_health"))]
+        return [HealthCheck(*row) for row in self._all("queue_health")]
 
     def throughput(
         self, queue: str, period: timedelta | float, bucket: timedelta | float
@@ -492,7 +471,7 @@ class PgqueClient:
         timedeltas or seconds."""
         check_text(queue=queue)
         params = (queue, interval(period, "period"), interval(bucket, "bucket"))
-        return [ThroughputBucket(*row) for row in self._all(query("throughput"), params)]
+        return [ThroughputBucket(*row) for row in self._all("throughput", params)]
 
     def error_rate(
         self, queue: str, period: timedelta | float, bucket: timedelta | float
@@ -501,33 +480,33 @@ class PgqueClient:
         ``pgque.error_rate()`` (it reads the period's events of the queue)."""
         check_text(queue=queue)
         params = (queue, interval(period, "period"), interval(bucket, "bucket"))
-        return [ErrorRateBucket(*row) for row in self._all(query("error_rate"), params)]
+        return [ErrorRateBucket(*row) for row in self._all("error_rate", params)]
 
     def metric_samples(self) -> list[MetricSample]:
         """The gauges of ``pgque.otel_metrics()``: depth, ages, lag, dead letters, throughput."""
-        return [MetricSample(*row) for row in self._all(query("metric_samples"))]
+        return [MetricSample(*row) for row in self._all("metric_samples")]
 
     def consumer_positions(self, queue: str) -> dict[str, int | None]:
         """Each consumer of the queue and the tick its position is at (None: none yet)."""
         check_text(queue=queue)
-        rows = self._all(query("consumer_positions"), (queue,))
+        rows = self._all("consumer_positions", (queue,))
         return {str(name): None if tick is None else int(tick) for name, tick in rows}
 
     def subconsumer_stats(self, queue: str, limit: int = 200) -> list[SubconsumerStats]:
         """The members of the queue's cooperative consumers, at most ``limit``."""
         check_text(queue=queue)
-        rows = self._all(query("subconsumer_stats"), (queue, limit))
+        rows = self._all("subconsumer_stats", (queue, limit))
         return [SubconsumerStats(*row) for row in rows]
 
     def partition_slots(self, queue: str, limit: int = 500) -> list[PartitionSlot]:
         """The queue's partition slots with their leases (``pgque.partition_slot_status``)."""
         check_text(queue=queue)
-        rows = self._all(query("partition_slots"), (queue, limit))
+        rows = self._all("partition_slots", (queue, limit))
         return [PartitionSlot(*row) for row in rows]
 
     def write_privileges(self) -> WritePrivileges:
         """Which write calls (pause and resume, replay, purge) this role may execute."""
-        [row] = self._all(query("write_privileges"))
+        [row] = self._all("write_privileges")
         return WritePrivileges(*row)
 
     # -- health ----------------------------------------------------------------
@@ -547,21 +526,19 @@ class PgqueClient:
             return _health.finish(state, rows)
         try:
             with self.conn.transaction():
-                cur = self.conn.execute(query("health_probe"))
-                probe = cur.fetchone()
+                probe = fetch_one(self.conn, "health_probe")
                 health_fn, version_fn = probe if probe is not None else ("missing", "missing")
                 _health.probe_notes(state, health_fn, version_fn)
                 if version_fn == "ok":
-                    cur = self.conn.execute(query("health_version"))
-                    version = cur.fetchone()
+                    version = fetch_one(self.conn, "health_version")
                     state.pgque_version = None if version is None else version[0]
                 if health_fn == "ok":
-                    cur = self.conn.execute(query("queue_health"))
-                    rows = list(cur.fetchall())
-        except psycopg.Error as exc:
+                    rows = fetch_all(self.conn, "queue_health")
+        except (psycopg.Error, PgqueError) as exc:
             rows = None
             state.connected = not (self.conn.closed or self.conn.broken)
-            state.notes.append(f"pgque_health_unavailable: {from_database_error(exc)}")
+            error = from_database_error(exc) if isinstance(exc, psycopg.Error) else exc
+            state.notes.append(f"pgque_health_unavailable: {error}")
         return _health.finish(state, rows)
 
     # -- schedules -------------------------------------------------------------
@@ -592,9 +569,7 @@ class PgqueClient:
         check_text(queue=queue, name=name, cron=cron, type=type, time_zone=time_zone)
         check_text(payload=text)
         try:
-            next_run: datetime = self._one(
-                query("schedule"), (queue, name, cron, text, type, time_zone)
-            )
+            next_run: datetime = self._one("schedule", (queue, name, cron, text, type, time_zone))
         except PgqueError as error:
             raise json_error(error, [text], "payload") from error.__cause__
         return next_run
@@ -602,13 +577,13 @@ class PgqueClient:
     def unschedule(self, queue: str, name: str) -> bool:
         """Remove the queue's schedule ``name``; False when there was none. Needs pgque_admin."""
         check_text(queue=queue, name=name)
-        return bool(self._one(query("unschedule"), (queue, name)))
+        return bool(self._one("unschedule", (queue, name)))
 
     def schedules(self, queue: str | None = None) -> list[Schedule]:
         """Every periodic schedule (of ``queue``, if given) by queue and name, with its next
         run and the occurrence it sent last (``pgque.schedules()``)."""
         check_text(queue=queue)
-        return [Schedule(*row) for row in self._all(query("schedules"), (queue, queue))]
+        return [Schedule(*row) for row in self._all("schedules", (queue, queue))]
 
 
 def connect(dsn: str, *, autocommit: bool = False) -> PgqueClient:

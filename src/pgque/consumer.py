@@ -54,12 +54,12 @@ from pgque._consumer_options import (
 )
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._every import EverySchedule, Periodic
-from pgque._queries import query
+from pgque._executor import execute, fetch_all
 from pgque._runner import Runner, setup_errors
 from pgque._settle import Settler
 from pgque._slots import SlotLeases, SlotRef
 from pgque.client import PgqueClient
-from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueFenced
+from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueError, PgqueFenced
 from pgque.message import Message
 from pgque.otel import CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
 
@@ -336,14 +336,14 @@ class Consumer(ConsumerSettings, Periodic):
             PgqueError: A setup error, saying what to do (as :meth:`start`).
         """
         with setup_errors(conn, self.queue, self.name):
-            conn.execute(query("keep_backend_heap"))
+            execute(conn, "keep_backend_heap")
             if self.subscribe and self._slots is not None:
                 self._slots.subscribe(PgqueClient(conn))
             elif self.subscribe and self.subconsumer is None:
-                conn.execute(query("subscribe"), (self.queue, self.name))
+                execute(conn, "subscribe", (self.queue, self.name))
             elif self.subscribe:
                 params = (self.queue, self.name, self.subconsumer)
-                conn.execute(query("subscribe_subconsumer"), params)
+                execute(conn, "subscribe_subconsumer", params)
         for schedule in self._schedules.values():  # their errors say what to do already
             self._schedule(conn, schedule)
 
@@ -351,13 +351,16 @@ class Consumer(ConsumerSettings, Periodic):
         """Upsert a schedule of :meth:`every`; a role that may not goes on when it exists
         as declared."""
         try:
-            conn.execute(query("schedule"), every.params(self.queue))
-        except psycopg.errors.InsufficientPrivilege as exc:
-            cur = conn.execute(query("schedules"), (self.queue, self.queue))
-            if not any(every.matches(row) for row in cur.fetchall()):
-                raise every.refused(self.queue, self.name, exc) from exc
-        except psycopg.errors.RaiseException as exc:  # no queue, a bad cron or time zone
-            raise every.failed(self.queue, self.name, exc) from exc
+            execute(conn, "schedule", every.params(self.queue))
+        except PgqueError as exc:
+            if exc.sqlstate == "42501":  # insufficient_privilege
+                rows = fetch_all(conn, "schedules", (self.queue, self.queue))
+                if not any(every.matches(row) for row in rows):
+                    raise every.refused(self.queue, self.name, exc) from exc.__cause__
+            elif exc.sqlstate == "P0001":  # raised by pgque: no queue, a bad cron or time zone
+                raise every.failed(self.queue, self.name, exc) from exc.__cause__
+            else:
+                raise
 
     def poll(self, conn: psycopg.Connection[Any], *, tick: float | None = None) -> int | None:
         """Receive one batch on ``conn``, run its handlers, settle and ack it.
@@ -429,7 +432,7 @@ class Consumer(ConsumerSettings, Periodic):
 
     def _tick(self, conn: psycopg.Connection[Any], max_wait: float) -> None:
         """Tick the queue as ``ticker_eager`` does, arming the wakeup (autocommit ``conn``)."""
-        conn.execute(query("consumer_tick"), (self.queue, f"{max_wait} seconds"))
+        execute(conn, "consumer_tick", (self.queue, f"{max_wait} seconds"))
 
     def _poll_slots(
         self, conn: psycopg.Connection[Any], client: PgqueClient, slots: SlotLeases

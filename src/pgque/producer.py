@@ -40,6 +40,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from pgque import tracing
 from pgque._compat import Lock
+from pgque._executor import fetch_value
 from pgque._producer_common import (
     POOL_DEFAULTS,
     Columns,
@@ -62,11 +63,10 @@ from pgque._producer_common import (
     place_carriers,
     single_statement,
 )
-from pgque._queries import LiteralString, query
 from pgque.errors import (
     PgqueConnectionError,
+    PgqueError,
     PgqueInvalidArgument,
-    from_database_error,
     pooler_error,
 )
 from pgque.otel import Telemetry, telemetry
@@ -237,25 +237,23 @@ class Producer:
     def _value(
         self,
         conn: psycopg.Connection[Any],
-        statement: LiteralString,
+        name: str,
         params: Sequence[Any],
         *,
         binary: bool = False,
     ) -> Any:
+        """The value of the named send statement; prepared where the connection allows."""
         prepare: bool | None = None
         if self.pooler:
             prepare = False
         elif conn.prepare_threshold is not None and not client_side(conn):
             prepare = True
         try:
-            with conn.cursor(binary=binary) as cur:
-                cur.execute(statement, params, prepare=prepare)
-                row = cur.fetchone()
-        except psycopg.Error as exc:
-            if prepare and misbound(exc):
-                raise pooler_error(exc) from exc
-            raise from_database_error(exc) from exc
-        return None if row is None else row[0]
+            return fetch_value(conn, name, params, prepare=prepare, binary=binary)
+        except PgqueError as exc:
+            if prepare and misbound(exc.__cause__ or exc):
+                raise pooler_error(exc.__cause__ or exc) from exc.__cause__
+            raise
 
     def _look_for_consumers(self, conn: psycopg.Connection[Any], queue: str) -> None:
         """After the first send to ``queue``: warn if nobody is subscribed to it
@@ -264,22 +262,14 @@ class Producer:
         if not check.needed(queue):
             return
         if check.readable is None:
-            check.may_read(bool(self._once(conn, query("may_count_consumers"), ())))
+            check.may_read(bool(self._once(conn, "may_count_consumers", ())))
             if not check.readable:
                 return
-        check.counted(queue, int(self._once(conn, query("queue_consumer_count"), (queue,))))
+        check.counted(queue, int(self._once(conn, "queue_consumer_count", (queue,))))
 
-    def _once(
-        self, conn: psycopg.Connection[Any], statement: LiteralString, params: Sequence[Any]
-    ) -> Any:
+    def _once(self, conn: psycopg.Connection[Any], name: str, params: Sequence[Any]) -> Any:
         """The value of a statement run once per producer or queue: never prepared."""
-        try:
-            with conn.cursor() as cur:
-                cur.execute(statement, params, prepare=False)
-                row = cur.fetchone()
-        except psycopg.Error as exc:
-            raise from_database_error(exc) from exc
-        return None if row is None else row[0]
+        return fetch_value(conn, name, params, prepare=False)
 
     # -- sending ---------------------------------------------------------------
 

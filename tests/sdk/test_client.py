@@ -8,9 +8,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import pgque
 from _engine import one, rows
+from pgque._executor import execute_text
 
 
 class Recording:
@@ -185,7 +187,8 @@ def test_upstream_bare_texts_are_mapped(
         " as $$ begin raise exception '%', t; end $$"
     )
     with pytest.raises(pgque.PgqueError) as info:
-        client._one("select pg_temp.upstream_error(%s)", (text,))
+        statement = sql.SQL("select pg_temp.upstream_error({})").format(sql.Literal(text))
+        execute_text(client.conn, statement)  # mapped as every statement of the package
     assert type(info.value) is expected
     client.conn.rollback()
 
