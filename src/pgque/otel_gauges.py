@@ -21,8 +21,9 @@ import psycopg
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from pgque._queries import query
+from pgque._executor import fetch_all
 from pgque._version import __version__
+from pgque.errors import PgqueError
 
 __all__ = ["GAUGES", "QueueGauges"]
 
@@ -80,13 +81,13 @@ class QueueGauges:
             if time.monotonic() - self._read_at >= self.min_interval:
                 try:
                     with psycopg.connect(self.dsn, autocommit=True) as conn:
-                        rows = conn.execute(query("otel_metrics")).fetchall()
+                        rows = fetch_all(conn, "otel_metrics")
                     self._rows = [
                         (name, float(value) if isinstance(value, Decimal) else value, labels or {})
                         for name, value, labels in rows
                         if value is not None
                     ]
-                except psycopg.Error as exc:
+                except (psycopg.Error, PgqueError) as exc:
                     logger.warning("pgque gauges: cannot read pgque.otel_metrics(): %s", exc)
                     self._rows = []
                 self._read_at = time.monotonic()

@@ -51,14 +51,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgque._cluster import TempCluster
 from pgque._consumer_options import ALL_MESSAGES
 from pgque._consumer_policy import SettleFailed
 from pgque._dispatch import Outcome, decided
-from pgque._queries import query
+from pgque._executor import execute, fetch_one, fetch_value
 from pgque._settle import Settler
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError, from_database_error
@@ -114,14 +113,12 @@ class PgqueTestServer:
     def create_database(self, *, template: str = "template0", prefix: str = "pgque_test") -> str:
         """Create a database as a copy of ``template``; returns its name."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-        self.admin().execute(
-            sql.SQL(query("create_database")).format(sql.Identifier(name), sql.Identifier(template))
-        )
+        execute(self.admin(), "create_database", identifiers=[name, template])
         return name
 
     def drop_database(self, name: str) -> None:
         """Drop a database, ending its sessions first."""
-        self.admin().execute(sql.SQL(query("drop_database")).format(sql.Identifier(name)))
+        execute(self.admin(), "drop_database", identifiers=[name])
 
     def close(self) -> None:
         """Close the admin connection and stop the throwaway server, if any."""
@@ -137,8 +134,8 @@ def _start_server() -> PgqueTestServer:
     if dsn:
         try:
             server = PgqueTestServer(dsn)
-            row = server.admin().execute(query("may_create_databases")).fetchone()
-        except psycopg.Error as exc:
+            row = fetch_one(server.admin(), "may_create_databases")
+        except (psycopg.Error, PgqueError) as exc:
             raise RuntimeError(f"cannot connect to {DSN_ENV}: {str(exc).strip()}") from None
         if not (row and row[0]):
             server.close()
@@ -249,7 +246,7 @@ class PgqueTestDatabase:
         settler = Settler(queue, consumer, retry_after=0, retry_backoff=None, log=_log)
         handled: list[Message] = []
         for _ in range(max_rounds):
-            while (moved := conn.execute(query("maint_retry_events")).fetchone()) and moved[0]:
+            while fetch_value(conn, "maint_retry_events"):
                 pass  # due retries back into the queue, a chunk per call
             self.force_tick(queue)
             with conn.transaction():

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from pgque._queries import query
+from pgque._executor import fetch_one
 from pgque.cli._command import settings
 from pgque.cli._errors import CliError, ExitCode, first_line
 from pgque.client import PgqueClient
@@ -60,7 +60,7 @@ def require_installed(conn: psycopg.Connection[Any]) -> str:
 
 def require_queue(client: PgqueClient, queue: str) -> None:
     """Raise a NOT_FOUND error unless the queue exists."""
-    row = client.conn.execute(query("queue_exists"), (queue,)).fetchone()
+    row = fetch_one(client.conn, "queue_exists", (queue,))
     if not (row and row[0]):
         raise CliError(
             f"no queue named {queue!r}: `pgque queues` lists the queues", ExitCode.NOT_FOUND

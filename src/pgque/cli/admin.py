@@ -9,7 +9,7 @@ import unicodedata
 
 import click
 
-from pgque._queries import query
+from pgque._executor import fetch_all, fetch_one
 from pgque.cli._command import command, json_option
 from pgque.cli._errors import CliError, ExitCode
 from pgque.cli._output import emit_json, format_seconds, out, plural
@@ -147,7 +147,7 @@ def unsubscribe_cmd(queue: str, consumer: str, as_json: bool) -> None:
 
 def _option_names(client: PgqueClient) -> list[str]:
     """The queue settings ``set_queue_config`` of the installed pgque knows."""
-    row = client.conn.execute(query("queue_option_names")).fetchone()
+    row = fetch_one(client.conn, "queue_option_names")
     return list(row[0] or []) if row else []
 
 
@@ -241,7 +241,7 @@ def replay_dlq_cmd(queue: str, limit: int | None, as_json: bool) -> None:
             replayed, failed, first_error = result.replayed, result.failed, result.first_error
         else:
             conn = client.conn
-            ids = [r[0] for r in conn.execute(query("dlq_oldest_ids"), (queue, limit)).fetchall()]
+            ids = [r[0] for r in fetch_all(conn, "dlq_oldest_ids", (queue, limit))]
             with conn.transaction():
                 for dl_id in ids:
                     events[dl_id] = client.dlq_replay(dl_id)

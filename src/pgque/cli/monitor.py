@@ -22,7 +22,7 @@ from rich.progress import Progress, ProgressColumn, Task, TextColumn, TimeElapse
 from rich.table import Table
 from rich.text import Text
 
-from pgque._queries import query
+from pgque._executor import fetch_one
 from pgque.cli._command import command, json_option
 from pgque.cli._errors import CliError, ExitCode
 from pgque.cli._output import (
@@ -61,7 +61,7 @@ def collect_status(client: PgqueClient) -> dict[str, Any]:
     conn = client.conn
     version = require_installed(conn)
     server = conn.info.parameter_status("server_version")
-    cron = conn.execute(query("pg_cron_version")).fetchone()
+    cron = fetch_one(conn, "pg_cron_version")
     try:
         components = as_dicts(client.status())
     except PgqueError as error:
@@ -70,7 +70,7 @@ def collect_status(client: PgqueClient) -> dict[str, Any]:
         components = []  # status() is for admins; the rest is readable by pgque_reader
     snapshot = read_snapshot(client)
     scheduler = next((c for c in components if c["component"] == "scheduler"), None)
-    tick_period = conn.execute(query("tick_period_ms")).fetchone()
+    tick_period = fetch_one(conn, "tick_period_ms")
     lease = _ticker_lease(conn)
     return {
         "pgque_version": version,
@@ -297,7 +297,7 @@ def consumers_cmd(queue: str | None, as_json: bool) -> None:
 
 
 def _sample(client: PgqueClient, queue: str) -> dict[str, Any]:
-    row = client.conn.execute(query("queue_sample"), (queue,)).fetchone()
+    row = fetch_one(client.conn, "queue_sample", (queue,))
     if row is None:
         raise CliError(
             f"no queue named {queue!r}: `pgque queues` lists the queues", ExitCode.NOT_FOUND

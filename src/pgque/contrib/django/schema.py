@@ -15,7 +15,7 @@ from django.db import router, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-from pgque._queries import query
+from pgque._executor import fetch_one
 from pgque._version import __version__
 from pgque.client import PgqueClient
 from pgque.contrib.django import conf
@@ -102,7 +102,7 @@ def pending_events(conn: psycopg.Connection[Any]) -> list[str]:
                 unconsumed = True
             if unconsumed:
                 found.append(f"queue {sub.queue_name!r} has events for {sub.consumer_name!r}")
-        row = conn.execute(query("django_waiting_events")).fetchone()
+        row = fetch_one(conn, "django_waiting_events")
     waiting = int(row[0]) if row else 0
     if waiting:
         found.append(f"{waiting} delayed or retried message(s) wait")
