@@ -53,6 +53,21 @@ def state(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
             "invalid_argument",
         ),
         (
+            "select pgque.subscribe('q', E'nl\\nx')",
+            'consumer name "nl\\nx" must not contain control characters',
+            "invalid_argument",
+        ),
+        (
+            "select pgque.register_consumer('q', ' c')",
+            'consumer name " c" must not begin or end with a space',
+            "invalid_argument",
+        ),
+        (
+            "select pgque.subscribe_subconsumer('q', 'g', E'm\\t')",
+            'consumer name "g.m\\t" must not contain control characters',
+            "invalid_argument",
+        ),
+        (
             "select pgque.next_batch('q', 'nobody')",
             "Not subscriber to queue: q/nobody",
             "consumer_not_found",

@@ -2214,6 +2214,27 @@ begin
 end
 $$;
 
+-- Internal: a new consumer's name checked as queue names are (_check_queue_name):
+-- not empty, no control characters, no spaces at either end.
+create or replace function pgque._check_consumer_name(i_consumer text)
+returns void
+language plpgsql immutable
+as $$
+begin
+    if coalesce(i_consumer, '') = '' then
+        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
+    end if;
+    if i_consumer ~ '[[:cntrl:]]' then
+        raise exception 'consumer name % must not contain control characters (newline, tab, ...)',
+            pg_catalog.to_json(i_consumer) using detail = 'pgque:invalid_argument';
+    end if;
+    if i_consumer ~ '^[[:space:]]|[[:space:]]$' then
+        raise exception 'consumer name % must not begin or end with a space',
+            pg_catalog.to_json(i_consumer) using detail = 'pgque:invalid_argument';
+    end if;
+end
+$$;
+
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
 returns integer
@@ -2242,9 +2263,7 @@ declare
     v_tick_id bigint;
 begin
     v_queue_id := pgque._registration_queue(i_queue, false);
-    if coalesce(i_consumer, '') = '' then
-        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
-    end if;
+    perform pgque._check_consumer_name(i_consumer);
 
     -- The consumer row is locked, so an unregister elsewhere cannot delete it
     -- under us and two registrations of one name run one after the other.
@@ -5040,6 +5059,7 @@ begin
         end if;
         return v_created;
     end if;
+    perform pgque._check_consumer_name(v_member_name);
     insert into pgque.consumer (co_name) values (v_member_name) on conflict (co_name) do nothing;
     select co_id into v_co_id from pgque.consumer where co_name = v_member_name for update;
     insert into pgque.subscription (sub_id, sub_queue, sub_consumer, sub_last_tick, sub_role)
