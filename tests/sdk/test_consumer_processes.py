@@ -20,6 +20,13 @@ SCRIPT = Path(__file__).with_name("consumer_process.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+
+def default_sigint() -> None:
+    """In the child: SIGINT handled as in a terminal, whoever started the suite. A job
+    a non-interactive shell put in the background inherits SIGINT ignored, and a
+    Python process then leaves it ignored (so no Ctrl-C could reach the consumer)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 @pytest.fixture
 def spawn(
     tmp_path: Path, kind: str
@@ -32,8 +39,9 @@ def spawn(
         log.touch()
         env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), dsn, str(log), str(sleep), kind, *extra], env=env
-        )
+            [sys.executable, str(SCRIPT), dsn, str(log), str(sleep), kind, *extra], env=env,
+            preexec_fn=default_sigint,
+        )  # fmt: skip
         procs.append(proc)
         return proc, log
 
@@ -120,6 +128,7 @@ def test_ctrl_c_says_what_happens_and_twice_stops_now(
         proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), db, str(log), "120", kind, "90"],
             env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}, stderr=stderr,
+            preexec_fn=default_sigint,
         )  # fmt: skip
     try:
         wait_for(lambda: lines(log), timeout=20)  # a handler started: it sleeps 120 s
