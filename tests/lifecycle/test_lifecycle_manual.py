@@ -183,15 +183,25 @@ def test_set_tick_period_ms_logs_the_change(conn: Conn) -> None:
 def test_ticker_loop_calls_ticker_1000_over_period_times_in_about_a_second(
     conn: Conn, period: int, ticks: int
 ) -> None:
+    """On a loaded machine a slow round makes the loop wait longer (nine times the
+    round, see the next test), so it may tick less: up to three tries, one must
+    tick exactly ``ticks`` times in about a second; none may tick more."""
     make_queue(conn, "q")  # eager: every ticker() call ticks
     one(conn, "select pgque.set_tick_period_ms(%s)", period)
-    before = tick_count(conn)
-    started = time.monotonic()
-    conn.execute("call pgque.ticker_loop()")
-    elapsed = time.monotonic() - started
-    assert tick_count(conn) - before == ticks
-    assert (ticks - 1) * period / 1000 - 0.05 <= elapsed < 1.5
-    assert ticker_lock_holders(conn) == []
+    tries = []
+    for _ in range(3):
+        before = tick_count(conn)
+        started = time.monotonic()
+        conn.execute("call pgque.ticker_loop()")
+        elapsed = time.monotonic() - started
+        tries.append((tick_count(conn) - before, round(elapsed, 3)))
+        assert 1 <= tries[-1][0] <= ticks, tries
+        assert ticker_lock_holders(conn) == []
+        if tries[-1][0] == ticks:
+            break
+    got, elapsed = tries[-1]
+    assert got == ticks, f"(ticks, seconds) of each try: {tries}"
+    assert (ticks - 1) * period / 1000 - 0.05 <= elapsed < 1.5, tries
 
 
 def test_ticker_loop_waits_nine_times_as_long_as_a_round_took(conn: Conn) -> None:
