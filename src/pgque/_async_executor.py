@@ -111,9 +111,7 @@ async def fetch_one(
     binary: bool = False,
 ) -> tuple[Any, ...] | None:
     """The first row of the named statement (None without rows)."""
-    cur = await execute(
-        conn, name, params, identifiers=identifiers, prepare=prepare, binary=binary
-    )
+    cur = await execute(conn, name, params, identifiers=identifiers, prepare=prepare, binary=binary)
     with mapped_errors():
         row: tuple[Any, ...] | None = await cur.fetchone()
     return row

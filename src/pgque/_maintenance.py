@@ -86,4 +86,3 @@ class Maintenance:
                         raise
                     logger.debug("ticker: may not vacuum %s", table)
             self.maint_due = now + self.ticker.maint_interval
-

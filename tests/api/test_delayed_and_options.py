@@ -80,7 +80,7 @@ def test_create_queue_with_options(conn: psycopg.Connection[Any]) -> None:
     assert (
         one(
             conn,
-            'select pgque.create_queue(\'opt\', \'{"max_retries": 3,'
+            "select pgque.create_queue('opt', '{\"max_retries\": 3,"
             ' "ticker_max_lag": "1 microsecond", "ticker_paused": true, "event_ttl": "1 day"}\')',
         )
         == 1

@@ -189,9 +189,7 @@ def test_cursor_reads_batch_in_pieces(
     tx.rollback()
 
 
-def test_batch_reads_run_without_jit_or_workers(
-    conn: psycopg.Connection[Any], queue: str
-) -> None:
+def test_batch_reads_run_without_jit_or_workers(conn: psycopg.Connection[Any], queue: str) -> None:
     """The event tables are never ANALYZEd, so a big one's batch query looks costly
     enough to JIT-compile (88 ms for 2 ms of reading at 10^8 events) and to start
     parallel workers for: the functions that run it turn both off, and a queue's

@@ -151,9 +151,10 @@ def test_twins_made_alike_have_the_same_public_attributes() -> None:
     aio = pgque.AsyncConsumer("dbname=x", **options)  # type: ignore[arg-type]
     assert _public_attributes(sync) == _public_attributes(aio)
     assert sync.options == aio.options and sync.retry_backoff == (1, 2)
-    assert _public_attributes(pgque.MultiQueueConsumer([sync])).keys() == _public_attributes(
-        pgque.AsyncMultiQueueConsumer([aio])
-    ).keys()
+    assert (
+        _public_attributes(pgque.MultiQueueConsumer([sync])).keys()
+        == _public_attributes(pgque.AsyncMultiQueueConsumer([aio])).keys()
+    )
 
 
 def test_the_check_notices_a_difference() -> None:

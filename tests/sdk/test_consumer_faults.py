@@ -39,6 +39,7 @@ from pgque._cluster import TempCluster
 #: The largest retry delay, in seconds: PostgreSQL's 100 years (a year is 360 days).
 MAX_DELAY = 3_110_400_000
 
+
 def refuse(conn: psycopg.Connection[Any], table: str, when: str = "") -> None:
     """Make the server refuse writes to a pgque table (a trigger of the test's);
     ``when`` (a trigger condition) limits it to updates that match."""

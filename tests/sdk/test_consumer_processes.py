@@ -20,12 +20,12 @@ SCRIPT = Path(__file__).with_name("consumer_process.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-
 def default_sigint() -> None:
     """In the child: SIGINT handled as in a terminal, whoever started the suite. A job
     a non-interactive shell put in the background inherits SIGINT ignored, and a
     Python process then leaves it ignored (so no Ctrl-C could reach the consumer)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 @pytest.fixture
 def spawn(
