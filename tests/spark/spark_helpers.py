@@ -53,6 +53,8 @@ def new_session(app: str) -> Any:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        # The tests' Python UDFs run row by row (Arrow ones would need pandas).
+        .config("spark.sql.execution.pythonUDF.arrow.enabled", "false")
         .config("spark.sql.streaming.pollingDelay", "20ms")
         .getOrCreate()
     )
