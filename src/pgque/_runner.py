@@ -26,7 +26,7 @@ import signal
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -44,10 +44,63 @@ from pgque._executor import execute, fetch_one
 from pgque.errors import PgqueConnectionError, PgqueError
 from pgque.ticker import WAKE_CHANNEL
 
-if TYPE_CHECKING:
-    from pgque.consumer import Consumer
+__all__ = ["Runnable", "Runner", "setup_errors"]
 
-__all__ = ["Runner", "setup_errors"]
+
+class Runnable(Protocol):
+    """What a runner needs of a consumer (:class:`pgque.Consumer` is one): its
+    options, its two counters, and the two steps of its loop."""
+
+    #: Reconnections after a database error (the runner counts them).
+    reconnects: int
+    #: True while the LISTEN connection is up (the runner says).
+    listening: bool
+
+    @property
+    def name(self) -> str:
+        """The consumer's name."""
+
+    @property
+    def queue(self) -> str:
+        """The queue it consumes."""
+
+    @property
+    def dsn(self) -> str | ConnectionPool[Any] | psycopg.Connection[Any]:
+        """Where its batch connection comes from."""
+
+    @property
+    def listen(self) -> bool:
+        """Whether it waits on NOTIFY."""
+
+    @property
+    def listen_dsn(self) -> str | None:
+        """Where its LISTEN connection goes (None: ``dsn``)."""
+
+    @property
+    def pooler(self) -> bool:
+        """Whether ``dsn`` goes through a transaction-mode pooler."""
+
+    @property
+    def ticker(self) -> bool | str:
+        """Its in-process ticker: True, False or ``"auto"``."""
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """Seconds a batch may take to finish after a stop."""
+
+    @property
+    def wait_interval(self) -> float:
+        """The longest wait between polls."""
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop was asked for."""
+
+    def prepare(self, conn: psycopg.Connection[Any]) -> None:
+        """Get ready on a new connection."""
+
+    def poll(self, conn: psycopg.Connection[Any], *, tick: float | None = None) -> int | None:
+        """Receive, handle, settle and ack one batch (None: no batch)."""
 
 
 class Owner(Protocol):
@@ -100,7 +153,7 @@ class Runner:
     first consumer.
     """
 
-    def __init__(self, consumers: Sequence[Consumer], *, stop: Event, owner: Owner) -> None:
+    def __init__(self, consumers: Sequence[Runnable], *, stop: Event, owner: Owner) -> None:
         self.consumers = list(consumers)
         self.lead = self.consumers[0]
         self.poll_interval = min(c.wait_interval for c in self.consumers)
@@ -259,7 +312,7 @@ class Runner:
             return None
         return ticker
 
-    def _tick_wait(self, consumer: Consumer) -> float | None:
+    def _tick_wait(self, consumer: Runnable) -> float | None:
         """The ``max_wait`` of the consumer's own tick in its next poll, or None (no
         tick): it ticks while this process leads the ticking and the role may tick,
         so that the poll opens a batch at once. The ticker leaves that queue to it."""
