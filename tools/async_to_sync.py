@@ -59,6 +59,8 @@ PAIRS: dict[str, str] = {
     "src/pgque/_async_slots.py": "src/pgque/_slots.py",
     "src/pgque/_async_batch.py": "src/pgque/_batch.py",
     "src/pgque/_async_executor.py": "src/pgque/_executor.py",
+    "src/pgque/_async_send.py": "src/pgque/_send.py",
+    "src/pgque/_async_handlers.py": "src/pgque/_handlers.py",
 }
 
 #: Names renamed besides the ``AsyncX`` -> ``X`` rule.
@@ -67,9 +69,11 @@ NAMES: dict[str, str] = {
     "_acompat": "_compat",
     "_async_batch": "_batch",
     "_async_executor": "_executor",
+    "_async_send": "_send",
     "_async_runner": "_runner",
     "_async_settle": "_settle",
     "_async_slots": "_slots",
+    "_async_handlers": "_handlers",
     "async_client": "client",
     "async_consumer": "consumer",
     "async_multi_consumer": "multi_consumer",

@@ -28,6 +28,12 @@ class HandlerSpec:
     transactional: bool = False
     timeout: float | None = None
     ordered_by: str | None = None
+    #: Registered with ``on_batch``: called once with the list of its messages.
+    batch: bool = False
+    #: Turns the decoded payload into the model's value (``model=``), or None.
+    validate: Callable[[Any], Any] | None = None
+    #: The model's name, for the reason of a payload that does not validate.
+    model_name: str = ""
 
 
 @dataclass
@@ -97,20 +103,30 @@ def decided(msg: Message) -> Outcome | None:
 
 
 def lanes(
-    msgs: list[Message], spec_for: Callable[[Message], HandlerSpec | None]
+    msgs: list[Message],
+    spec_for: Callable[[Message], HandlerSpec | None],
+    *,
+    ordered: bool = True,
 ) -> list[list[Message]]:
     """Group messages into lanes run one after another inside, lanes in parallel.
 
-    Messages whose handler has ``ordered_by`` share a lane per value of that
-    field (so one key's messages keep their order); every other message is
-    a lane of its own.
+    The messages of a batch handler (``on_batch``) make one lane, where its
+    first message is, for one call; with ``ordered``, messages whose handler
+    has ``ordered_by`` share a lane per value of that field (so one key's
+    messages keep their order); every other message is a lane of its own.
+    Without ``ordered`` (one lane at a time) the lanes keep the messages' order
+    but for the batch handlers' messages, which wait for their call.
     """
-    keyed: dict[tuple[str, Any], list[Message]] = {}
+    keyed: dict[tuple[Any, ...], list[Message]] = {}
     result: list[list[Message]] = []
     for msg in msgs:
         spec = spec_for(msg)
-        if spec is not None and spec.ordered_by:
+        key: tuple[Any, ...] | None = None
+        if spec is not None and spec.batch:
+            key = ("batch", id(spec))
+        elif spec is not None and spec.ordered_by and ordered:
             key = (spec.ordered_by, getattr(msg, spec.ordered_by, None))
+        if key is not None:
             if key not in keyed:
                 keyed[key] = []
                 result.append(keyed[key])

@@ -28,51 +28,37 @@ rolling the batch back.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import os
 import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from pgque import _consumer_policy as policy
-from pgque import tracing
-from pgque._acompat import ASYNC, Event, call_with_timeout, run_lanes, wait_event
+from pgque._acompat import Event, wait_event
 from pgque._async_batch import AsyncBatchOpener, traced_receive
 from pgque._async_executor import execute, fetch_all
+from pgque._async_handlers import AsyncHandlers, BatchAborted
 from pgque._async_runner import AsyncRunner, setup_errors
 from pgque._async_settle import AsyncSettler
 from pgque._async_slots import AsyncSlotLeases, SlotRef
-from pgque._consumer_options import (
-    ALL_MESSAGES,
-    ConsumerOptions,
-    ConsumerSettings,
-    check_handler,
-    check_source,
-)
-from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
+from pgque._consumer_options import ALL_MESSAGES, ConsumerOptions, check_source
+from pgque._dispatch import Deadline, HandlerSpec, RateLimiter
 from pgque._every import EverySchedule, Periodic
 from pgque.async_client import AsyncPgqueClient
-from pgque.errors import ConnectionAbandoned, ConsumerGaveUp, PgqueError, PgqueFenced
+from pgque.errors import ConsumerGaveUp, PgqueError, PgqueFenced
 from pgque.message import Message
-from pgque.otel import CONSUMER_GROUP, MESSAGE_ID, error_type, telemetry
+from pgque.otel import telemetry
 
 __all__ = ["AsyncConsumer", "ConsumerGaveUp"]
 
-Handler = Callable[..., Awaitable[Any]]
-H = TypeVar("H", bound=Handler)
 
-
-class _BatchAborted(Exception):
-    """Raised inside the batch transaction to roll it back (a stop past its timeout)."""
-
-
-class AsyncConsumer(ConsumerSettings, Periodic):
+class AsyncConsumer(AsyncHandlers, Periodic):
     """Receives a queue's batches and dispatches each message to a handler by type.
 
     The constructor only checks and stores its arguments; no database work
@@ -229,52 +215,6 @@ class AsyncConsumer(ConsumerSettings, Periodic):
         self.listening = False
         self.reset()
 
-    # -- handlers --------------------------------------------------------------
-
-    def on(
-        self,
-        type: str,
-        *,
-        transactional: bool = False,
-        timeout: float | None = None,
-        ordered_by: str | None = None,
-    ) -> Callable[[H], H]:
-        """Register the decorated function for messages of ``type`` (``"*"``: any other).
-
-        The function (a coroutine function) is called with the
-        :class:`~pgque.Message` (and, when ``transactional``, the batch's
-        connection as second argument) and is returned unchanged.
-
-        Args:
-            type: The message type, or ``"*"`` for every type without a handler.
-            transactional: Pass the batch's connection: the handler's writes
-                commit with the ack, or roll back with a failure (exactly-once
-                for work in the same database).
-            timeout: Seconds the handler may run; past them its message is
-                nacked. A task is cancelled; a thread cannot be killed, so it
-                is abandoned (see ``max_abandoned``). A transactional handler
-                that still runs has its connection closed (rolling the batch
-                back) and the consumer reconnects.
-            ordered_by: A message attribute (e.g. ``"extra1"``): messages with
-                the same value are handled one after another, in order, even
-                with ``concurrency``. A nacked message comes back after later
-                messages of its key.
-        """
-        check_handler(self.concurrency, transactional, timeout, ordered_by)
-
-        def register(handler: H) -> H:
-            if ASYNC:
-                is_async = inspect.iscoroutinefunction(handler)  # apart: no type narrowing
-                if not is_async:
-                    raise TypeError(f"AsyncConsumer handlers must be async functions: {handler!r}")
-            self._handlers[type] = HandlerSpec(handler, transactional, timeout, ordered_by)
-            return handler
-
-        return register
-
-    def _handler_for(self, msg: Message) -> HandlerSpec | None:
-        return self._handlers.get(msg.type or "") or self._handlers.get("*")
-
     # -- running ---------------------------------------------------------------
 
     def stop(self, *, now: bool = False) -> None:
@@ -392,7 +332,7 @@ class AsyncConsumer(ConsumerSettings, Periodic):
             return None
         try:
             count = await self._poll_batch(conn, tick)
-        except _BatchAborted:
+        except BatchAborted:
             self._log.warning(
                 "consumer %s: stopped mid-batch; the batch was rolled back for redelivery",
                 self.name,
@@ -506,127 +446,6 @@ class AsyncConsumer(ConsumerSettings, Periodic):
             failed.handled = count + len(msgs)
             raise
         return count
-
-    # -- handlers at work --------------------------------------------------------
-
-    async def _run_handlers(
-        self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]
-    ) -> list[Outcome]:
-        """An outcome per message, in message order."""
-        results: dict[int, Outcome] = {}
-        if self.concurrency == 1:
-            for msg in msgs:
-                results[id(msg)] = await self._outcome(conn, msg)
-            return [results[id(m)] for m in msgs]
-
-        async def run_lane(lane: list[Message]) -> None:
-            for msg in lane:
-                results[id(msg)] = await self._outcome(None, msg)
-
-        calls = [functools.partial(run_lane, lane) for lane in lanes(msgs, self._handler_for)]
-        await run_lanes(calls, self.concurrency)  # re-raises _BatchAborted from a lane
-        return [results[id(m)] for m in msgs]
-
-    async def _outcome(self, conn: psycopg.AsyncConnection[Any] | None, msg: Message) -> Outcome:
-        """Run the message's handler and say what became of the message."""
-        if self._hard_stop.is_set() or (self._stop.is_set() and self._batch_deadline.passed()):
-            raise _BatchAborted
-        if self._batch_deadline.passed():
-            return Outcome("nack", reason="max_batch_time exceeded")
-        if conn is not None and conn.closed:  # a handler swallowed the lost connection's error
-            raise policy.connection_lost(None)
-        spec = self._handler_for(msg)
-        if spec is None:
-            if self.unknown_handler_policy == "ack":
-                self._log.warning(
-                    "no handler for event type=%s ev_id=%s; acking", msg.type, msg.msg_id
-                )
-                return Outcome("ack")
-            self._log.warning(
-                "no handler for event type=%s ev_id=%s; nacking", msg.type, msg.msg_id
-            )
-            return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
-        if self._rate is not None:
-            while (pause := self._rate.wait_time()) > 0:
-                if await wait_event(self._hard_stop, pause):
-                    break
-        tel = telemetry()
-        traced, measured = self._observed
-        started = time.perf_counter()
-        failed: str | None = None
-        try:
-            if traced:
-                # The message's creation context is the parent of its processing.
-                with tel.span("process", self.queue,
-                              context=tracing.extract(msg.extra1, msg.extra4), attributes={
-                    MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
-                }):  # fmt: skip
-                    await self._call(conn, spec, msg)
-            else:  # nothing is created per message when nobody listens
-                await self._call(conn, spec, msg)
-        except (_BatchAborted, ConnectionAbandoned, ConsumerGaveUp):
-            raise
-        except Exception as exc:
-            failed = error_type(exc)
-            if conn is not None and conn.closed:  # the batch is gone: no further handler
-                raise policy.connection_lost(exc) from exc
-            self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
-            return Outcome("nack", reason=policy.handler_failed_reason(exc, msg), error=exc)
-        finally:
-            if measured:
-                tel.record_process(self.queue, time.perf_counter() - started, error=failed,
-                                   attributes={CONSUMER_GROUP: self.name})  # fmt: skip
-        return decided(msg) or Outcome("ack")
-
-    async def _call(
-        self, conn: psycopg.AsyncConnection[Any] | None, spec: HandlerSpec, msg: Message
-    ) -> None:
-        """Call the handler as its options say."""
-        if spec.transactional:
-            assert conn is not None
-            await self._call_transactional(conn, spec, msg)
-        elif spec.timeout is not None:
-            name = f"pgque-handler-{msg.msg_id}"
-            state = await call_with_timeout(lambda: spec.func(msg), spec.timeout, name)
-            if state != "done":
-                self._timed_out(msg, spec.timeout, still_running=state == "running")
-        else:
-            await spec.func(msg)
-
-    async def _call_transactional(
-        self, conn: psycopg.AsyncConnection[Any], spec: HandlerSpec, msg: Message
-    ) -> None:
-        # A savepoint: a failing handler's writes go, the batch goes on.
-        async with conn.transaction():
-            if spec.timeout is None:
-                await spec.func(msg, conn)
-                return
-            name = f"pgque-handler-{msg.msg_id}"
-            state = await call_with_timeout(lambda: spec.func(msg, conn), spec.timeout, name)
-            if state == "stopped":
-                raise TimeoutError(f"handler exceeded {spec.timeout}s")
-            if state == "running":
-                self._log.error(
-                    "transactional handler for msg_id=%s exceeded %ss; closing the batch's"
-                    " connection (the batch rolls back) and reconnecting",
-                    msg.msg_id, spec.timeout,
-                )  # fmt: skip
-                await conn.cancel_safe()
-                await conn.close()
-                raise ConnectionAbandoned(f"handler for msg_id={msg.msg_id} timed out")
-
-    def _timed_out(self, msg: Message, timeout: float, *, still_running: bool) -> None:
-        """A handler outlived its timeout: count it if it still runs, give up past
-        ``max_abandoned``, else raise TimeoutError (the message is nacked)."""
-        if still_running:
-            self._abandoned += 1
-            self._log.error(
-                "handler for msg_id=%s exceeded %ss and still runs: abandoned (%d of %d allowed)",
-                msg.msg_id, timeout, self._abandoned, self.max_abandoned,
-            )  # fmt: skip
-            if self._abandoned > self.max_abandoned:
-                raise ConsumerGaveUp(f"{self._abandoned} handlers timed out and are still running")
-        raise TimeoutError(f"handler exceeded {timeout}s")
 
 
 AsyncConsumer.__module__ = "pgque"

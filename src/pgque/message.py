@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic
 
 from pgque._delays import check_delay
 
+if sys.version_info >= (3, 13):
+    from typing import TypeVar
+else:  # psycopg requires typing_extensions below 3.13
+    from typing_extensions import TypeVar
+
 __all__ = ["Event", "Message"]
+
+#: The type of :attr:`Message.data`: a handler's ``model=``, else the decoded JSON.
+M = TypeVar("M", default=Any)
+
+_UNSET: Any = object()
 
 
 @dataclass
-class Message:
+class Message(Generic[M]):
     """One received message: a row of ``pgque.receive()``.
 
     ``payload`` is the stored text exactly as the database returns it (for a
     JSON payload, PostgreSQL's canonical rendering); decode it with
     :meth:`json` when it is JSON. ``retry_count`` is ``None`` on the first
     delivery, then 1, 2, ... ``created_at`` is the start time of the sending
-    transaction.
+    transaction. :attr:`data` is the payload as the handler's ``model=``
+    made it (``Message[Order]`` for type checkers), else the decoded JSON.
     """
 
     msg_id: int
@@ -35,6 +47,20 @@ class Message:
     _decision: tuple[str, float | None, str | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _data: Any = field(default=_UNSET, init=False, repr=False, compare=False)
+
+    @property
+    def data(self) -> M:
+        """The payload validated into the handler's ``model=`` (see
+        :meth:`pgque.Consumer.on`); without a model, :meth:`json` (decoded once)."""
+        if self._data is _UNSET:
+            self._data = self.json()
+        value: M = self._data
+        return value
+
+    @data.setter
+    def data(self, value: M) -> None:
+        self._data = value
 
     def nack(self, retry_after: float | None = None, reason: str | None = None) -> None:
         """Inside a Consumer handler: retry this message (after ``retry_after`` seconds,

@@ -67,6 +67,7 @@ class DjangoConsumer(Consumer):
         transactional: bool = True,
         timeout: float | None = None,
         ordered_by: str | None = None,
+        model: Any = None,
     ) -> Callable[[H], H]:
         """Register the decorated ``handler(msg)`` for messages of ``type`` (``"*"``: any other).
 
@@ -84,7 +85,7 @@ class DjangoConsumer(Consumer):
                 " transaction on Django's connection; transactional=False and timeout="
                 " are not available (use max_batch_time= on the consumer to bound a batch)"
             )
-        register = super().on(type, transactional=True, ordered_by=ordered_by)
+        register = super().on(type, transactional=True, ordered_by=ordered_by, model=model)
         using = self.using
 
         def decorate(handler: H) -> H:
