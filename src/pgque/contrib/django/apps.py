@@ -23,7 +23,11 @@ class PgqueConfig(AppConfig):  # type: ignore[misc]
 
 
 def _declare(sender: AppConfig, using: str = "default", **kwargs: object) -> None:
-    """``post_migrate`` of this app: create the queues of ``PGQUE["QUEUES"]``."""
-    from pgque.contrib.django.schema import declare_queues
+    """``post_migrate`` of this app: create the queues of ``PGQUE["QUEUES"]`` and those of
+    the task backends in ``settings.TASKS``."""
+    from pgque.contrib.django._tasks_conf import declare_task_queues
+    from pgque.contrib.django.schema import declare_queues, manages
 
     declare_queues(using)
+    if manages(using):
+        declare_task_queues(using)
