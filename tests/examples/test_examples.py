@@ -30,6 +30,7 @@ EXPECTED = {
     "fastapi_app.py": "events: ['book', 'lamp']",
     "opentelemetry_traces.py": "consumer trace",
     "sqlalchemy_outbox.py": "shipped ['book', 'lamp']",
+    "worker_service.py": "the worker handled 3 emails and stopped on SIGTERM with exit 0",
 }
 
 

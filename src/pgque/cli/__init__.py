@@ -24,6 +24,7 @@ from pgque.cli import (
     schedules,
     schema,
     web,
+    worker,
 )
 from pgque.cli._command import PgqueGroup, Settings
 from pgque.cli._errors import ExitCode
@@ -57,7 +58,18 @@ def cli(ctx: click.Context, dsn: str | None, debug: bool) -> None:
     ctx.obj = Settings(dsn=dsn or None, debug=debug)
 
 
-for _module in (schema, scheduler, schedules, monitor, browse, admin, messages, embedded, web):
+for _module in (
+    schema,
+    scheduler,
+    schedules,
+    monitor,
+    browse,
+    admin,
+    messages,
+    embedded,
+    web,
+    worker,
+):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
