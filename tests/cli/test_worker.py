@@ -345,26 +345,41 @@ def test_a_mistake_is_one_line(
     assert proc.returncode == code, proc.stderr
 
 
+SETUP_ERRORS = [
+    # (the consumer's declaration, exit code, the error line's start)
+    ('consumer = pgque.Consumer(DSN, queue="q", name="nobody", **OPTIONS)',
+     ExitCode.NOT_FOUND,
+     "consumer 'nobody' is not subscribed to queue 'q': run `pgque subscribe q nobody` (or"
+     " select pgque.subscribe(...)), or pass subscribe=True to the consumer to subscribe"
+     " when it connects"),
+    ('consumer = pgque.Consumer(DSN, queue="nowhere", name="c", **OPTIONS)',
+     ExitCode.NOT_FOUND, "queue 'nowhere' does not exist: create it"),
+    ('consumer = pgque.Consumer(DSN, queue="q", name="c", **OPTIONS)\n'
+     '@consumer.every("61 * * * *", type="report")\n'
+     "def report(msg: pgque.Message) -> None:\n"
+     "    pass\n",
+     ExitCode.USAGE, "consumer 'c', @every schedule 'report': cron '61 * * * *': the minute"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("declaration", "code", "said"), SETUP_ERRORS, ids=["not-subscribed", "no-queue", "bad-cron"]
+)
 def test_the_consumers_setup_error_ends_it_with_its_words(
-    db: str, conn: psycopg.Connection[Any], app: Callable[[str], None], tmp_path: Path
-) -> None:
-    """The queue exists, the consumer is not subscribed: the consumer's own message (it
-    says what to run), NOT_FOUND. The DSN reaches the module through -d (PGQUE_DSN
+    declaration: str, code: ExitCode, said: str,
+    db: str, conn: psycopg.Connection[Any], app: Callable[[str], None], tmp_path: Path,
+) -> None:  # fmt: skip
+    """What ends the consumer's start() is said in its own words (they say what to do),
+    with the exit code of its kind. The DSN reaches the module through -d (PGQUE_DSN
     is not in the environment)."""
-    app("""
-        consumer = pgque.Consumer(DSN, queue="q", name="nobody", **OPTIONS)
-    """)
-    one(conn, "select pgque.create_queue('q')")
+    app(declaration)
+    make_queue(conn)
     proc = subprocess.run(
         [*worker_command()[:-1], "-d", db, "worker", "app:consumer"], cwd=tmp_path,
         env=env_for(tmp_path, None), capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert proc.returncode == ExitCode.NOT_FOUND, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     last = proc.stderr.splitlines()[-1]
-    assert last == (
-        "pgque: error: consumer 'nobody' is not subscribed to queue 'q': run `pgque subscribe"
-        " q nobody` (or select pgque.subscribe(...)), or pass subscribe=True to the consumer"
-        " to subscribe when it connects"
-    ), proc.stderr
+    assert last.startswith(f"pgque: error: {said}"), proc.stderr
+    assert proc.returncode == code, proc.stderr

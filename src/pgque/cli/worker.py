@@ -35,6 +35,7 @@ from pgque.errors import (
     PgqueConnectionError,
     PgqueConsumerNotFound,
     PgqueError,
+    PgqueInvalidArgument,
     PgqueNotInstalledError,
     PgqueQueueNotFound,
 )
@@ -327,6 +328,8 @@ def _start_error(exc: PgqueError) -> CliError:
         code = ExitCode.NOT_INSTALLED
     elif isinstance(exc, (PgqueQueueNotFound, PgqueConsumerNotFound)):
         code = ExitCode.NOT_FOUND
+    elif isinstance(exc, PgqueInvalidArgument):  # e.g. an @every schedule's cron
+        code = ExitCode.USAGE
     return CliError(first_line(str(exc)) or type(exc).__name__, code)
 
 
