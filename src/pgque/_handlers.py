@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 import psycopg
 from opentelemetry import trace
@@ -38,6 +38,15 @@ __all__ = ["BatchAborted", "Handlers"]
 
 Handler = Callable[..., Any]
 H = TypeVar("H", bound=Handler)
+M = TypeVar("M")
+R = TypeVar("R")
+P = ParamSpec("P")
+#: A model: a class (pydantic, dataclass, msgspec Struct, TypedDict) or a callable.
+Model = type[M] | Callable[[Any], M]
+#: A handler of ``on(..., model=M)``: it takes a ``Message[M]`` (and the connection).
+Typed = Callable[Concatenate[Message[M], P], R]
+#: A handler of ``on_batch(..., model=M)``: it takes a ``list[Message[M]]``.
+TypedBatch = Callable[Concatenate[list[Message[M]], P], R]
 
 
 class BatchAborted(Exception):
@@ -59,6 +68,28 @@ class Handlers(ConsumerSettings):
 
     # -- registering -------------------------------------------------------------
 
+    @overload
+    def on(
+        self,
+        type: str,
+        *,
+        transactional: bool = ...,
+        timeout: float | None = ...,
+        ordered_by: str | None = ...,
+        model: None = ...,
+    ) -> Callable[[H], H]: ...
+
+    @overload
+    def on(
+        self,
+        type: str,
+        *,
+        transactional: bool = ...,
+        timeout: float | None = ...,
+        ordered_by: str | None = ...,
+        model: Model[M],
+    ) -> Callable[[Typed[M, P, R]], Typed[M, P, R]]: ...
+
     def on(
         self,
         type: str,
@@ -67,7 +98,7 @@ class Handlers(ConsumerSettings):
         timeout: float | None = None,
         ordered_by: str | None = None,
         model: Any = None,
-    ) -> Callable[[H], H]:
+    ) -> Callable[[Any], Any]:
         """Register the decorated function for messages of ``type`` (``"*"``: any other).
 
         The function is called with the
@@ -100,6 +131,26 @@ class Handlers(ConsumerSettings):
         check_handler(self.concurrency, transactional, timeout, ordered_by)
         return self._registrar(type, False, transactional, timeout, ordered_by, model)
 
+    @overload
+    def on_batch(
+        self,
+        type: str,
+        *,
+        transactional: bool = ...,
+        timeout: float | None = ...,
+        model: None = ...,
+    ) -> Callable[[H], H]: ...
+
+    @overload
+    def on_batch(
+        self,
+        type: str,
+        *,
+        transactional: bool = ...,
+        timeout: float | None = ...,
+        model: Model[M],
+    ) -> Callable[[TypedBatch[M, P, R]], TypedBatch[M, P, R]]: ...
+
     def on_batch(
         self,
         type: str,
@@ -107,7 +158,7 @@ class Handlers(ConsumerSettings):
         transactional: bool = False,
         timeout: float | None = None,
         model: Any = None,
-    ) -> Callable[[H], H]:
+    ) -> Callable[[Any], Any]:
         """Register the decorated function for the messages of ``type`` (``"*"``: of any
         other type), called once per batch with the list of them in event order.
 
@@ -143,12 +194,12 @@ class Handlers(ConsumerSettings):
     def _registrar(
         self, type: str, batch: bool, transactional: bool, timeout: float | None,
         ordered_by: str | None, model: Any,
-    ) -> Callable[[H], H]:  # fmt: skip
+    ) -> Callable[[Any], Any]:  # fmt: skip
         self._check_kind(type, batch)
         validate = validator(model) if model is not None else None
         name = model_name(model) if model is not None else ""
 
-        def register(handler: H) -> H:
+        def register(handler: Any) -> Any:
             self._check_kind(type, batch)
             self._handlers[type] = HandlerSpec(
                 handler, transactional, timeout, ordered_by, batch, validate, name

@@ -85,7 +85,9 @@ class DjangoConsumer(Consumer):
                 " transaction on Django's connection; transactional=False and timeout="
                 " are not available (use max_batch_time= on the consumer to bound a batch)"
             )
-        register = super().on(type, transactional=True, ordered_by=ordered_by, model=model)
+        register: Callable[[Any], Any] = super().on(
+            type, transactional=True, ordered_by=ordered_by, model=model
+        )
         using = self.using
 
         def decorate(handler: H) -> H:
