@@ -295,6 +295,9 @@ MISTAKES = [
     (["broken_import:consumer"], ExitCode.FAILURE,
      "cannot import module 'broken_import': ModuleNotFoundError: No module named"
      " 'not_installed_dependency' (broken_import.py, line 2)"),
+    (["bad_option:consumer"], ExitCode.FAILURE,
+     "cannot import module 'bad_option': ValueError: concurrency must be >= 1, got 0"
+     " (bad_option.py, line 3)"),  # the application's line, not pgque's check
     (["broken_syntax:consumer"], ExitCode.FAILURE,
      "cannot import module 'broken_syntax': SyntaxError: "),
     (["app:consumers"], ExitCode.USAGE,
@@ -333,6 +336,9 @@ def test_a_mistake_is_one_line(
     app(BROKEN_APP)
     (tmp_path / "broken_import.py").write_text("import os\nimport not_installed_dependency\n")
     (tmp_path / "broken_syntax.py").write_text("handlers = (\n")
+    (tmp_path / "bad_option.py").write_text(
+        'import pgque\n\nconsumer = pgque.Consumer("", queue="q", name="c", concurrency=0)\n'
+    )
     # No database is reached: the DSN names one that is never connected to.
     proc = subprocess.run(
         worker_command(*args), cwd=tmp_path, env=env_for(tmp_path, "dbname=never_used"),

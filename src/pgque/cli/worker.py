@@ -105,15 +105,26 @@ def _shown_path(filename: str) -> str:
 
 
 def _raised_at(exc: BaseException) -> str:
-    """Where ``exc`` was raised (``file, line N``), or "" when unknown."""
+    """Where ``exc`` was raised (``file, line N``), or "" when unknown: the last line
+    of the traceback in the current directory outside installed packages (the
+    application's, not a library's that checked an argument), else the last one."""
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{_shown_path(exc.filename)}, line {exc.lineno}"
     frames = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
-        if "importlib" not in frame.filename and frame.filename != __file__
+        if "importlib" not in frame.filename
+        and frame.filename != __file__
+        and not frame.filename.startswith("<")  # generated code: <string>, <frozen ...>
     ]
-    if not frames:
+    here = Path.cwd()
+    own = [
+        frame
+        for frame in frames
+        if Path(frame.filename).resolve().is_relative_to(here)
+        and not {"site-packages", "dist-packages"} & set(Path(frame.filename).parts)
+    ]
+    if not (frames := own or frames):
         return ""
     return f"{_shown_path(frames[-1].filename)}, line {frames[-1].lineno}"
 
