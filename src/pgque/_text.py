@@ -1,6 +1,5 @@
-"""Text that PostgreSQL cannot store, and the client's send statements, shared by
-:class:`~pgque.PgqueClient` and :class:`~pgque.AsyncPgqueClient` (the NUL checks also by
-the producers).
+"""Text that PostgreSQL cannot store, and JSON it refuses: the NUL checks of every
+module that sends text, and the errors of a payload that is not JSON.
 
 PostgreSQL ``text`` cannot hold the NUL character (U+0000): psycopg refuses it before
 the server sees it, with a message that does not say which argument held it. The SDK
@@ -9,7 +8,8 @@ checks its string arguments first and names the argument instead.
 JSON can carry a NUL inside a string, escaped as ``\\u0000``, but ``jsonb`` cannot (its
 strings are ``text``). Rather than lose such a payload, the client stores it as the
 JSON text it encoded (validated as ``json``, which keeps the escape), as the producers
-always do; other payloads keep going through ``jsonb`` and are stored canonically.
+always do; other payloads keep going through ``jsonb`` and are stored canonically
+(:mod:`pgque._send_plan` chooses).
 """
 
 from __future__ import annotations
@@ -24,18 +24,9 @@ from typing import Any
 import psycopg
 
 from pgque.errors import PgqueError, PgqueInvalidArgument
-from pgque.serializers import Serializer
 
-__all__ = [
-    "check_text",
-    "json_error",
-    "json_nul",
-    "nul_error",
-    "send_batch_statement",
-    "send_statement",
-]
+__all__ = ["any_json_nul", "check_text", "first_nul", "json_error", "json_nul", "nul_error"]
 
-_DEFAULT_TYPES = (None, "", "default")
 # A JSON \u0000 escape: a backslash that is not itself escaped (an even number of
 # backslashes before it), then u0000.
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -62,10 +53,12 @@ def check_text(**arguments: Any) -> None:
             raise nul_error(what, value)
 
 
-def _check_extras(extras: Sequence[str | None] | None) -> None:
-    for i, extra in enumerate(extras or ()):
-        if isinstance(extra, str) and "\x00" in extra:
-            raise nul_error(f"extras[{i}]", extra)
+def first_nul(texts: list[str]) -> int | None:
+    """The index of the first text holding a NUL character, or None (the one scan of a
+    batch: in C while none has one)."""
+    if any(map(operator.contains, texts, itertools.repeat("\x00"))):
+        return next(i for i, t in enumerate(texts) if "\x00" in t)
+    return None
 
 
 def json_nul(text: str) -> bool:
@@ -73,51 +66,12 @@ def json_nul(text: str) -> bool:
     return "\\u0000" in text and _JSON_NUL.search(text) is not None
 
 
-def send_statement(
-    serializer: Serializer,
-    queue: str,
-    text: str,
-    type: str | None,
-    fields: tuple[str | None, str | None, str | None, str | None],
-    user_extras: Sequence[str | None] | None,
-) -> tuple[str, tuple[Any, ...]]:
-    """The statement and parameters of one client send of the encoded ``text``."""
-    check_text(queue=queue, type=type)
-    _check_extras(user_extras)
-    if "\x00" in text:
-        raise nul_error("payload", text, payload=True)
-    type_name = type or "default"
-    if serializer.sql_type == "text":
-        if any(f is not None for f in fields):
-            return "send_text_extras", (queue, type_name, text, *fields)
-        return "send_text", (queue, type_name, text)
-    if json_nul(text):
-        return "send_json_text_extras", (queue, type_name, text, *fields)
-    if any(f is not None for f in fields):
-        return "send_extras", (queue, type_name, text, *fields)
-    if type in _DEFAULT_TYPES:
-        return "send", (queue, text)
-    return "send_typed", (queue, type, text)
-
-
-def send_batch_statement(
-    serializer: Serializer, queue: str, type: str, texts: list[str], *, binary: bool = True
-) -> tuple[str, tuple[Any, ...]]:
-    """The statement and parameters of a client send_batch of the encoded ``texts``:
-    the array bound in binary (a text-format array of JSON costs more to escape and
-    parse than the insert) unless the connection binds on the client (``binary``
-    False)."""
-    check_text(queue=queue, type=type)
-    if any(map(operator.contains, texts, itertools.repeat("\x00"))):
-        i = next(i for i, t in enumerate(texts) if "\x00" in t)
-        raise nul_error(f"payloads[{i}]", texts[i], payload=True)
-    if serializer.sql_type == "text":
-        name = "send_batch_text_binary" if binary else "send_batch_text"
-    elif any(json_nul(t) for t in texts):
-        name = "send_batch_json_text_binary" if binary else "send_batch_json_text"
-    else:
-        name = "send_batch_binary" if binary else "send_batch"
-    return name, (queue, type, texts)
+def any_json_nul(texts: list[str]) -> bool:
+    """Does one of the JSON texts hold a ``\\u0000`` escape? (In C while none has the
+    six characters.)"""
+    return any(map(operator.contains, texts, itertools.repeat("\\u0000"))) and any(
+        map(json_nul, texts)
+    )
 
 
 def _not_json(text: str) -> bool:

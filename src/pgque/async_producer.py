@@ -17,7 +17,9 @@ to be JSON. :meth:`AsyncProducer.send_batch` sends any number of messages in
 one statement (one round trip), with binary parameters and a prepared
 statement where the connection allows it (``prepare_threshold`` not None),
 except with ``pooler=True`` (a transaction-mode pooler in front: nothing is
-prepared). The checks, encoding and statements are :mod:`pgque._producer_common`'s.
+prepared). Sends go through the one send path the clients take too
+(:mod:`pgque._send_plan`, :mod:`pgque._async_send`), with the payloads stored
+verbatim.
 
 The trace context of the current span (or of the producer's own ``send`` /
 ``create`` span when OpenTelemetry is configured) goes into a free extra
@@ -38,35 +40,25 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from pgque import tracing
 from pgque._acompat import ASYNC, Lock
-from pgque._async_executor import fetch_value
+from pgque._async_send import deliver
 from pgque._producer_common import (
     POOL_DEFAULTS,
-    Columns,
-    Extras,
     NoConsumerWarning,
     Pending,
-    batch_statement,
+    map_pool_error,
+    place_carriers,
+)
+from pgque._send_plan import (
+    Columns,
+    Extras,
+    SendPath,
     check_extras,
     check_queue,
-    check_type,
-    check_types,
     client_side,
-    deliver_at_statement,
-    encode_many,
-    encode_one,
-    encoder,
+    deliver_time,
     extras_columns,
-    map_pool_error,
-    misbound,
-    place_carriers,
-    single_statement,
 )
-from pgque.errors import (
-    PgqueConnectionError,
-    PgqueError,
-    PgqueInvalidArgument,
-    pooler_error,
-)
+from pgque.errors import PgqueConnectionError, PgqueInvalidArgument
 from pgque.otel import Telemetry, telemetry
 from pgque.serializers import JSON, Serializer
 
@@ -131,7 +123,7 @@ class AsyncProducer:
             raise TypeError(f"pooler must be True or False, got {pooler!r}")
         #: True when a transaction-mode pooler is in front (nothing is prepared).
         self.pooler = pooler
-        self._encode = encoder(serializer)
+        self._path = SendPath(serializer, "text")
         self.serializer = serializer
         self.create_spans = create_spans
         self._telemetry: Telemetry = telemetry(tracer_provider, meter_provider)
@@ -235,44 +227,14 @@ class AsyncProducer:
         except (PoolTimeout, PoolClosed) as exc:
             raise map_pool_error(exc) from exc
 
-    async def _value(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        name: str,
-        params: Sequence[Any],
-        *,
-        binary: bool = False,
-    ) -> Any:
-        """The value of the named send statement; prepared where the connection allows."""
-        prepare: bool | None = None
+    def _prepare(self, conn: psycopg.AsyncConnection[Any]) -> bool | None:
+        """Whether to prepare the send: never behind a pooler, always where the
+        connection allows (psycopg's threshold otherwise)."""
         if self.pooler:
-            prepare = False
-        elif conn.prepare_threshold is not None and not client_side(conn):
-            prepare = True
-        try:
-            return await fetch_value(conn, name, params, prepare=prepare, binary=binary)
-        except PgqueError as exc:
-            if prepare and misbound(exc.__cause__ or exc):
-                raise pooler_error(exc.__cause__ or exc) from exc.__cause__
-            raise
-
-    async def _look_for_consumers(self, conn: psycopg.AsyncConnection[Any], queue: str) -> None:
-        """After the first send to ``queue``: warn if nobody is subscribed to it
-        (:class:`~pgque._producer_common.NoConsumerWarning`); nothing on later sends."""
-        check = self._no_consumers
-        if not check.needed(queue):
-            return
-        if check.readable is None:
-            check.may_read(bool(await self._once(conn, "may_count_consumers", ())))
-            if not check.readable:
-                return
-        check.counted(queue, int(await self._once(conn, "queue_consumer_count", (queue,))))
-
-    async def _once(
-        self, conn: psycopg.AsyncConnection[Any], name: str, params: Sequence[Any]
-    ) -> Any:
-        """The value of a statement run once per producer or queue: never prepared."""
-        return await fetch_value(conn, name, params, prepare=False)
+            return False
+        if conn.prepare_threshold is not None and not client_side(conn):
+            return True
+        return None
 
     # -- sending ---------------------------------------------------------------
 
@@ -289,7 +251,9 @@ class AsyncProducer:
 
         Args:
             queue: The queue.
-            payload: The message, encoded by the serializer.
+            payload: The message, encoded by the serializer (a pydantic v2
+                model, dataclass or msgspec Struct as its fields; an
+                :class:`~pgque.Event` gives its type too).
             type: The message type. Defaults to ``"default"``.
             extras: ``(extra1, extra2, extra3, extra4)``; the trace context
                 takes extra1 if it is None, else extra4.
@@ -302,16 +266,15 @@ class AsyncProducer:
             PgqueQueueNotFound: No such queue.
             PgqueConnectionError: No usable connection.
         """
-        check_queue(queue)
-        check_type(type)
+        queue, type, text = self._path.message(queue, payload, type)
         fields = check_extras(extras)
-        text = encode_one(self._encode, payload)
         with self._telemetry.operation("send", queue, kind=SpanKind.PRODUCER, sent=1) as op:
             fields = tracing.trace_fields(fields, tracing.current_carrier())
-            statement, params = single_statement(queue, type, text, fields)
+            statement = self._path.one(queue, type, text, fields)
             async with self._connection(conn) as c:
-                event_id = int(await self._value(c, statement, params))
-                await self._look_for_consumers(c, queue)
+                event_id = int(
+                    await deliver(c, statement, self._no_consumers, prepare=self._prepare(c))
+                )
             op.set_message_id(event_id)
         return event_id
 
@@ -331,7 +294,8 @@ class AsyncProducer:
 
         Args:
             queue: The queue.
-            payloads: The messages (a list, or any iterable).
+            payloads: The messages (a list, or any iterable), encoded as by
+                :meth:`send`.
             type: The type of every message without one in ``types``.
                 Defaults to ``"default"``.
             types: One type per payload (None: ``type``), or None.
@@ -346,10 +310,10 @@ class AsyncProducer:
                 says which), or ``payloads`` is not a sequence.
         """
         check_queue(queue)
-        check_type(type)
-        texts = encode_many(self._encode, payloads)
+        type = self._path.check_type(type)
+        texts = self._path.encode_many(queue, payloads)
         n = len(texts)
-        checked_types = check_types(types, n, type)
+        checked_types = self._path.check_types(types, n, type)
         columns = extras_columns(extras, n)
         if n == 0:
             return []
@@ -379,13 +343,13 @@ class AsyncProducer:
                     if carrier is not None:
                         columns = place_carriers(columns, [carrier] * n, n)
                 async with self._connection(conn) as c:
-                    on_client = client_side(c)
-                    statement, params = batch_statement(
-                        queue, type, texts, types, columns, client_side=on_client
+                    statement = self._path.many(
+                        queue, type, texts, types, columns, on_client=client_side(c)
                     )
-                    value = await self._value(c, statement, params, binary=not on_client)
+                    value = await deliver(
+                        c, statement, self._no_consumers, prepare=self._prepare(c)
+                    )
                     ids = [int(i) for i in value]
-                    await self._look_for_consumers(c, queue)
         except BaseException as exc:
             if creation is not None:
                 creation.end(error=exc)
@@ -415,7 +379,7 @@ class AsyncProducer:
 
         Args:
             queue: The queue.
-            payload: The message, encoded by the serializer.
+            payload: The message, encoded as by :meth:`send`.
             at: When to deliver (timezone-aware).
             delay: How long from now to wait (not negative).
             type: The message type. Defaults to ``"default"``.
@@ -425,14 +389,14 @@ class AsyncProducer:
             PgqueInvalidArgument: Not exactly one of ``at``/``delay``, a naive
                 ``at``, a negative ``delay``, or a bad queue name or type.
         """
-        check_queue(queue)
-        check_type(type)
-        statement, when = deliver_at_statement(at, delay)
-        text = encode_one(self._encode, payload)
+        when = deliver_time(at, delay)
+        queue, type, text = self._path.message(queue, payload, type)
+        statement = self._path.later(queue, type, text, when)
         with self._telemetry.operation("send", queue, kind=SpanKind.PRODUCER, sent=1) as op:
             async with self._connection(conn) as c:
-                ident = int(await self._value(c, statement, (queue, type, text, when)))
-                await self._look_for_consumers(c, queue)
+                ident = int(
+                    await deliver(c, statement, self._no_consumers, prepare=self._prepare(c))
+                )
             op.set_message_id(ident)
         return ident
 
@@ -458,7 +422,7 @@ class AsyncProducer:
             type: The type of messages sent without one. Defaults to ``"default"``.
             conn: Send on this connection, inside its current transaction.
         """
-        return AsyncProducerBatch(self, check_queue(queue), check_type(type), conn)
+        return AsyncProducerBatch(self, check_queue(queue), self._path.check_type(type), conn)
 
 
 class AsyncProducerBatch:
@@ -476,7 +440,7 @@ class AsyncProducerBatch:
         self.conn = conn
         #: The event ids, in the order of the :meth:`send` calls, once sent.
         self.ids: list[int] = []
-        self._pending = Pending(producer._encode, type)
+        self._pending = Pending(producer._path, queue, type)
 
     def send(self, payload: Any, *, type: str | None = None, extras: Extras | None = None) -> None:
         """Add a message (encoded now, so a bad payload raises here).

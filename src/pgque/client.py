@@ -22,7 +22,9 @@ from pgque import tracing
 from pgque._args import ConfigValue, config_text, interval, queue_options
 from pgque._executor import execute, fetch_all, fetch_one, fetch_value
 from pgque._producer_common import NoConsumerWarning
-from pgque._text import check_text, json_error, send_batch_statement, send_statement
+from pgque._send import deliver, run
+from pgque._send_plan import SendPath, Statement, check_extras, client_side, deliver_time
+from pgque._text import check_text
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.health import Health, HealthCheck
 from pgque.message import Event, Message
@@ -62,6 +64,7 @@ class PgqueClient:
     def __init__(self, conn: psycopg.Connection[Any], *, serializer: Serializer = JSON) -> None:
         self.conn = conn
         self.serializer = serializer
+        self._path = SendPath(serializer, lenient_type=True)
         self._owned = False
         self._no_consumers = NoConsumerWarning()
 
@@ -80,10 +83,9 @@ class PgqueClient:
         """Close the client (and the connection, if it opened it)."""
         self.close()
 
-    def _one(self, name: str, params: Sequence[Any] | None = None, *,
-                   binary: bool = False) -> Any:  # fmt: skip
+    def _one(self, name: str, params: Sequence[Any] | None = None) -> Any:
         """The first value of the named statement's first row (None without rows)."""
-        return fetch_value(self.conn, name, params, binary=binary)
+        return fetch_value(self.conn, name, params)
 
     def _all(self, name: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Every row of the named statement."""
@@ -101,66 +103,53 @@ class PgqueClient:
     ) -> int:
         """Send one message; returns its event id.
 
-        An :class:`~pgque.Event` supplies both payload and type. With the JSON
-        serializer, dict and list payloads are JSON-encoded, ``None`` is JSON
-        null and a ``str`` is taken as JSON text; the server checks the JSON
-        and stores it canonically (``jsonb``), except a JSON text holding a
-        ``\\u0000`` escape, which ``jsonb`` cannot hold: it is stored as
-        encoded. ``extras`` sets ``ev_extra1..4``; the current span's trace
-        context goes into a free one (see :mod:`pgque.tracing`).
+        With the JSON serializer a payload is JSON-encoded (a pydantic v2 model,
+        dataclass or msgspec Struct as its fields; a ``str`` is JSON text) and the
+        server checks it and stores it canonically (``jsonb``); a JSON text holding
+        a ``\\u0000`` escape is stored as encoded. An :class:`~pgque.Event`
+        supplies payload and type. ``extras`` sets ``ev_extra1..4``; the current
+        span's trace context goes into a free one (see :mod:`pgque.tracing`).
 
         Raises:
             PgqueInvalidArgument: A NUL character in a str argument or in the
-                encoded payload (which PostgreSQL text cannot store), or a
-                payload that is not JSON; the message names the argument.
+                encoded payload, or a payload that is not JSON (named).
+            TypeError: A payload the serializer cannot encode.
         """
-        if isinstance(payload, Event):
-            payload, type = payload.payload, payload.type
-        text = self.serializer.encode(payload)
-        fields = tracing.trace_fields(extras or (None, None, None, None), tracing.current_carrier())
-        statement, params = send_statement(self.serializer, queue, text, type, fields, extras)
-        try:
-            event_id = int(self._one(statement, params))
-        except PgqueError as error:
-            if self.serializer.sql_type != "jsonb":
-                raise
-            raise json_error(error, [text], "payload") from error.__cause__
-        self._look_for_consumers(queue)
-        return event_id
+        queue, type, text = self._path.message(queue, payload, type)
+        fields = tracing.trace_fields(check_extras(extras), tracing.current_carrier())
+        statement = self._path.one(queue, type, text, fields)
+        return int(deliver(self.conn, statement, self._no_consumers))
 
     def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
         """Send many messages of one type in one statement; returns their ids in input order.
 
-        Payloads are encoded and stored as by :meth:`send`; if one of them
-        holds a ``\\u0000`` escape, the whole batch is stored as encoded. The
-        array goes to the server in binary (in text when the connection's
-        cursors bind on the client), still through the ``jsonb[]`` overload.
+        Payloads are encoded and stored as by :meth:`send` (one holding a
+        ``\\u0000`` escape: the whole batch as encoded), the array bound in binary
+        unless the connection binds on the client. ``[]`` sends nothing.
         """
-        texts = [self.serializer.encode(p) for p in payloads]
-        binary = not issubclass(
-            self.conn.cursor_factory, (psycopg.ClientCursor, psycopg.ClientCursor)
-        )
-        statement, params = send_batch_statement(self.serializer, queue, type, texts, binary=binary)
-        try:
-            ids = list(self._one(statement, params, binary=binary))  # the ids in binary
-        except PgqueError as error:
-            if self.serializer.sql_type != "jsonb":
-                raise
-            raise json_error(error, texts, "payloads") from error.__cause__
-        self._look_for_consumers(queue)
-        return ids
+        type = self._path.check_type(type)
+        texts = self._path.encode_many(queue, payloads)
+        if not texts:
+            return []
+        statement = self._path.many(queue, type, texts, on_client=client_side(self.conn))
+        return list(deliver(self.conn, statement, self._no_consumers))
 
-    def _look_for_consumers(self, queue: str) -> None:
-        """After the first send to ``queue``: warn if nobody is subscribed to it (events
-        sent then are received by nobody); nothing on later sends."""
-        check = self._no_consumers
-        if not check.needed(queue):
-            return
-        if check.readable is None:
-            check.may_read(bool(self._one("may_count_consumers")))
-            if not check.readable:
-                return
-        check.counted(queue, int(self._one("queue_consumer_count", (queue,))))
+    def send_at(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        at: datetime | None = None,
+        delay: timedelta | None = None,
+        type: str | None = "default",
+    ) -> int:
+        """Send one message, encoded and stored as by :meth:`send`, for delivery at ``at``
+        (timezone-aware) or after ``delay`` (on the server's clock), exactly one: the
+        event id when that time has come, else its ``pgque.delayed_events`` id."""
+        when = deliver_time(at, delay)
+        queue, type, text = self._path.message(queue, payload, type)
+        statement = self._path.later(queue, type, text, when)
+        return int(deliver(self.conn, statement, self._no_consumers))
 
     # -- consuming -----------------------------------------------------------
 
@@ -565,13 +554,9 @@ class PgqueClient:
         """
         if isinstance(payload, Event):
             payload, type = payload.payload, payload.type
-        text = self.serializer.encode(payload)
         check_text(queue=queue, name=name, cron=cron, type=type, time_zone=time_zone)
-        check_text(payload=text)
-        try:
-            next_run: datetime = self._one("schedule", (queue, name, cron, text, type, time_zone))
-        except PgqueError as error:
-            raise json_error(error, [text], "payload") from error.__cause__
+        params = (queue, name, cron, self._path.encode_one(queue, payload), type, time_zone)
+        next_run: datetime = run(self.conn, Statement("schedule", params, "jsonb", params[3:4]))
         return next_run
 
     def unschedule(self, queue: str, name: str) -> bool:

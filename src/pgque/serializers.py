@@ -8,13 +8,21 @@ that are not JSON (CSV, XML, base64). Make your own with :class:`Serializer`.
 Objects become compact JSON (no spaces, non-ASCII characters as they are)
 through :func:`dumps`: by orjson when it is installed (``pip install
 '.[orjson]'``), else by the standard library, with the same text either way.
+
+Model instances are sent as their data (:func:`model_data`): a pydantic v2
+model as ``model_dump(mode="json")``, a dataclass as :func:`dataclasses.asdict`,
+a msgspec ``Struct`` as ``msgspec.to_builtins``. pydantic and msgspec are
+optional: they are looked up in :data:`sys.modules` (an instance of their
+classes means they are imported already), never imported here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,20 +33,65 @@ try:
 except ImportError:  # pragma: no cover - the test extra installs it
     _orjson = None  # type: ignore[assignment, unused-ignore]
 
-__all__ = ["JSON", "RAW_TEXT", "Serializer", "dumps", "fast_json", "json_with"]
+__all__ = [
+    "JSON",
+    "RAW_TEXT",
+    "Serializer",
+    "dumps",
+    "fast_json",
+    "json_with",
+    "model_data",
+]
+
+_NOT_A_MODEL: Any = object()
+
+
+def _model_data(value: Any) -> Any:
+    """``value``'s data if it is a model instance, else ``_NOT_A_MODEL``."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(value, pydantic.BaseModel):
+        dump = getattr(value, "model_dump", None)
+        if dump is None:  # pydantic 1 installed as pydantic
+            raise TypeError(
+                f"{type(value).__name__} is a pydantic 1 model: pgque sends pydantic 2 models"
+                " (model_dump); pass its .dict() instead"
+            )
+        return dump(mode="json")
+    msgspec = sys.modules.get("msgspec")
+    if msgspec is not None and isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value)
+    return _NOT_A_MODEL
+
+
+def model_data(value: Any) -> Any:
+    """The JSON data a model instance is sent as, or ``value`` itself if it is no model.
+
+    A pydantic v2 model gives ``model_dump(mode="json")``, a dataclass instance
+    :func:`dataclasses.asdict`, a msgspec ``Struct`` ``msgspec.to_builtins``; the
+    result is encoded as any other payload (values JSON cannot hold still raise).
+    """
+    data = _model_data(value)
+    return value if data is _NOT_A_MODEL else data
 
 
 def _default(value: Any) -> Any:
-    """What orjson encodes natively and the standard library does not: UUID and Enum."""
+    """What orjson encodes natively and the standard library does not (UUID and Enum),
+    and models nested in a payload."""
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, enum.Enum):
         return value.value
+    data = _model_data(value)
+    if data is not _NOT_A_MODEL:
+        return data
     raise TypeError(
         f"Object of type {type(value).__name__} is not JSON serializable: make it a JSON"
-        " value first (e.g. a datetime's .isoformat()), or give the producer a serializer"
-        " that can, e.g. serializer=pgque.serializers.json_with(default=str) or a"
-        " pgque.serializers.Serializer of your own"
+        " value first (e.g. a datetime's .isoformat()), or give the producer (or client) a"
+        " serializer that can, e.g. serializer=pgque.serializers.json_with(default=str) or"
+        " a pgque.serializers.Serializer of your own (pydantic v2 models, dataclasses and"
+        " msgspec Structs are sent as their fields)"
     )
 
 
@@ -103,15 +156,23 @@ class Serializer:
     sql_type: Literal["jsonb", "text"]
 
 
+_PLAIN = (dict, list, int, float, bool, type(None))
+
+
 def _encode_json(payload: Any) -> str:
-    if isinstance(payload, (bytes, bytearray, memoryview)):
-        raise TypeError(
-            "bytes payloads need a serializer that turns them into text"
-            " (for example base64 with pgque.serializers.RAW_TEXT)"
-        )
-    if isinstance(payload, str):
+    cls = payload.__class__
+    if cls is str:
         # A str is JSON text already, as in upstream pgque-py: '"x"', '42', '{}'.
-        return payload
+        return payload  # type: ignore[no-any-return]
+    if cls not in _PLAIN:
+        if isinstance(payload, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                "bytes payloads need a serializer that turns them into text"
+                " (for example base64 with pgque.serializers.RAW_TEXT)"
+            )
+        if isinstance(payload, str):
+            return payload
+        payload = model_data(payload)
     # NaN and Infinity are not JSON: refuse them here, not at the server.
     return dumps(payload)
 
@@ -125,7 +186,8 @@ def _encode_raw(payload: Any) -> str:
     return payload
 
 
-#: dict, list, numbers, booleans and None as JSON; a str is taken as JSON text.
+#: dict, list, numbers, booleans and None as JSON (models as their data, see
+#: :func:`model_data`); a str is taken as JSON text.
 JSON = Serializer(_encode_json, "jsonb")
 #: str payloads stored exactly as given, through the text overloads.
 RAW_TEXT = Serializer(_encode_raw, "text")
@@ -134,16 +196,21 @@ RAW_TEXT = Serializer(_encode_raw, "text")
 def json_with(default: Callable[[Any], Any]) -> Serializer:
     """A JSON serializer that calls ``default(value)`` for each value JSON cannot hold
     (datetimes, decimals, sets, your classes) and encodes what it returns, as
-    :func:`json.dumps`'s ``default=`` does; a ``str`` payload is JSON text, as with
-    :data:`JSON`.
+    :func:`json.dumps`'s ``default=`` does; a ``str`` payload is JSON text and a model
+    instance is sent as its data, as with :data:`JSON`.
 
     Example:
         >>> encode = json_with(default=str).encode
         >>> encode({"at": datetime.date(2024, 1, 2)})  # doctest: +SKIP
         '{"at":"2024-01-02"}'
     """
+
+    def models_first(value: Any) -> Any:
+        data = _model_data(value)
+        return default(value) if data is _NOT_A_MODEL else data
+
     encoder = json.JSONEncoder(
-        separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=default
+        separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=models_first
     )
 
     def encode(payload: Any) -> str:
@@ -151,6 +218,6 @@ def json_with(default: Callable[[Any], Any]) -> Serializer:
             return payload
         if isinstance(payload, (bytes, bytearray, memoryview)):
             return _encode_json(payload)  # raises its TypeError
-        return encoder.encode(payload)
+        return encoder.encode(model_data(payload))
 
     return Serializer(encode, "jsonb")

@@ -17,7 +17,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -235,6 +235,8 @@ CLIENT_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("send", ("q", pgque.Event({"e": 1}, type="ev")), {}),
     ("send", ("q", {"a": 1}), {"extras": ("k", None, None, None)}),
     ("send_batch", ("q", "t", [{"b": 1}, {"b": 2}]), {}),
+    ("send_at", ("q", {"d": 1}), {"delay": timedelta(hours=1), "type": "later"}),
+    ("send_at", ("q", '{"n":"\\u0000"}'), {"at": datetime(2000, 1, 1, tzinfo=timezone.utc)}),
     ("subscribe", ("q", "c2"), {}),
     ("unsubscribe", ("q", "c2"), {}),
     ("force_next_tick", ("q",), {}),

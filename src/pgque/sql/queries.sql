@@ -7,6 +7,15 @@
 -- The texts of upstream pgque-py's client are kept exactly (its tests look
 -- at them), with psycopg's %s placeholders.
 
+-- The one send path (pgque/_send_plan.py): the clients and the producers send
+-- through this one family. The payload goes as jsonb (the client with a JSON
+-- serializer: validated and stored canonically), as json text (a JSON text
+-- holding a \u0000 escape, which jsonb cannot hold: validated, kept as encoded)
+-- or as text (the producers, RAW_TEXT: verbatim). Batch arrays are bound in
+-- binary (%b), much cheaper than array literals; the text forms (%s) are for
+-- connections binding on the client (cursor_factory=ClientCursor, e.g. behind a
+-- pooler), which cannot send binary parameters.
+
 -- name: send
 select pgque.send(%s, %s::jsonb)
 
@@ -19,33 +28,54 @@ select pgque.send(%s, %s, %s::text)
 -- name: send_extras
 select pgque.send(%s, %s, %s::jsonb, %s, %s, %s, %s)
 
+-- name: send_json_text_extras
+select pgque.send(%s, %s, %s::json::text, %s, %s, %s, %s)
+
 -- name: send_text_extras
 select pgque.send(%s, %s, %s::text, %s, %s, %s, %s)
 
 -- name: send_batch
 select pgque.send_batch(%s, %s, %s::jsonb[])
 
--- name: send_batch_text
-select pgque.send_batch(%s, %s, %s::text[])
-
--- The client's batches with the array bound in binary (the text forms above and
--- below are for connections binding on the client); the jsonb[] overload still
--- validates and canonicalises every payload.
-
 -- name: send_batch_binary
 select pgque.send_batch(%s, %s, %b::text[]::jsonb[])
 
--- name: send_batch_text_binary
-select pgque.send_batch(%s, %s, %b::text[])
+-- name: send_batch_json_text
+select pgque.send_batch(%s, %s, %s::json[]::text[])
 
 -- name: send_batch_json_text_binary
 select pgque.send_batch(%s, %s, %b::text[]::json[]::text[])
 
--- name: send_json_text_extras
-select pgque.send(%s, %s, %s::json::text, %s, %s, %s, %s)
+-- name: send_batch_text
+select pgque.send_batch(%s, %s, %s::text[])
 
--- name: send_batch_json_text
-select pgque.send_batch(%s, %s, %s::json[]::text[])
+-- name: send_batch_text_binary
+select pgque.send_batch(%s, %s, %b::text[])
+
+-- name: send_batch_text_extras
+-- Per-message types and extras (parallel arrays; a NULL array: all NULL).
+select pgque.send_batch(%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+
+-- name: send_batch_text_extras_binary
+select pgque.send_batch(%s, %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
+
+-- name: send_at
+select pgque.send_at(%s, %s, %s::jsonb, %s::timestamptz)
+
+-- name: send_at_json_text
+select pgque.send_at(%s, %s, %s::json::text, %s::timestamptz)
+
+-- name: send_at_text
+select pgque.send_at(%s, %s, %s::text, %s::timestamptz)
+
+-- name: send_after
+select pgque.send_at(%s, %s, %s::jsonb, pg_catalog.now() + %s::interval)
+
+-- name: send_after_json_text
+select pgque.send_at(%s, %s, %s::json::text, pg_catalog.now() + %s::interval)
+
+-- name: send_after_text
+select pgque.send_at(%s, %s, %s::text, pg_catalog.now() + %s::interval)
 
 -- name: subscribe
 select pgque.subscribe(%s, %s)
@@ -211,31 +241,6 @@ select pgque.nack_partitioned(%s, %s, %s, %s, %s,
 
 -- name: dead_letter_partitioned
 select pgque.dead_letter_partitioned(%s, %s, %s, %s, %s, %s, %s)
-
--- Producer (pgque.Producer / AsyncProducer): payloads are encoded on the
--- client and go through the text overloads; batch arrays are bound in
--- binary form (%b), which is much cheaper than array literals.
-
--- name: producer_send_batch
-select pgque.send_batch(%s, %s, %b::text[])
-
--- name: producer_send_batch_extras
-select pgque.send_batch(%s, %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
-
--- The same for connections binding on the client (cursor_factory=ClientCursor,
--- e.g. behind a pooler), which cannot send binary parameters.
-
--- name: producer_send_batch_client_side
-select pgque.send_batch(%s, %s, %s::text[])
-
--- name: producer_send_batch_extras_client_side
-select pgque.send_batch(%s, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
-
--- name: producer_send_at
-select pgque.send_at(%s, %s, %s::text, %s::timestamptz)
-
--- name: producer_send_after
-select pgque.send_at(%s, %s, %s::text, pg_catalog.now() + %s::interval)
 
 -- Client health: whether this role may read pgque.queue_health() (and the
 -- version), without raising when pgque or the function is missing.
