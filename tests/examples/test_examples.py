@@ -25,6 +25,7 @@ EXPECTED = {
     "delayed_delivery.py": "your trial ends tomorrow",
     "periodic_report.py": "one report per minute, and a restart kept the next run",
     "exactly_once.py": "invoices: [(1, 10), (2, 25)]",
+    "batch_insert.py": "loaded 100 readings in 1 call(s); dead letter: payload does not",
     "ordering_keys.py": "created -> paid -> packed -> shipped",
     "cooperative.py": "60 images, each handled {1} time(s)",
     "fastapi_app.py": "events: ['book', 'lamp']",
