@@ -25,9 +25,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import django
 from django.core import checks
 from django.db import transaction
-from django.tasks import Task, TaskResult, TaskResultStatus
+
+try:
+    from django.tasks import Task, TaskResult, TaskResultStatus
+except ImportError as exc:  # Django before 6
+    raise ImportError(
+        "pgque.contrib.django.tasks needs Django 6 or newer (its task framework), this is"
+        f" Django {django.get_version()}: pip install 'django>=6' (Python 3.12+)"
+    ) from exc
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
