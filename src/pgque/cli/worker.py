@@ -41,7 +41,7 @@ from pgque.errors import (
 )
 from pgque.multi_consumer import MultiQueueConsumer
 
-__all__ = ["ACCEPTED", "COMMANDS", "Target", "load_target"]
+__all__ = ["ACCEPTED", "COMMANDS", "Target", "candidates", "load_target", "run_target"]
 
 log = logging.getLogger("pgque.cli.worker")
 
