@@ -1,4 +1,5 @@
-"""``manage.py pgque_worker``: run the consumers declared in the apps' ``consumers.py``."""
+"""``manage.py pgque_worker``: run the consumers declared in the apps' ``consumers.py``
+and the queues of pgque's task backends in ``settings.TASKS`` (Django 6)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from pgque.contrib.django import worker
 
 
 class Command(BaseCommand):  # type: ignore[misc]
-    """Run every declared consumer (or those of --queue / --name) until SIGTERM."""
+    """Run every declared consumer and task queue (or those of --queue / --name) until
+    SIGTERM."""
 
     help = (
-        "Run the pgque consumers declared in the installed apps' consumers.py modules,"
-        " until SIGTERM or Ctrl-C (the current batch finishes first)."
+        "Run the pgque consumers declared in the installed apps' consumers.py modules"
+        " and the tasks of settings.TASKS backends of pgque's, until SIGTERM or Ctrl-C"
+        " (the current batch finishes first)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
