@@ -40,7 +40,9 @@ class Pair:
 #: Every sync/async pair of the SDK.
 PAIRS: list[Pair] = [
     Pair(pgque.PgqueClient, pgque.AsyncPgqueClient),
-    Pair(pgque.Consumer, pgque.AsyncConsumer, frozenset({"on", "on_batch", "every", "stop", "reset"})),
+    Pair(
+        pgque.Consumer, pgque.AsyncConsumer, frozenset({"on", "on_batch", "every", "stop", "reset"})
+    ),
     Pair(pgque.MultiQueueConsumer, pgque.AsyncMultiQueueConsumer, frozenset({"stop"})),
     Pair(pgque.Producer, pgque.AsyncProducer, frozenset({"batch"})),
     Pair(pgque.ProducerBatch, pgque.AsyncProducerBatch, frozenset({"send"})),
