@@ -11,6 +11,7 @@ import pytest
 from django.db import transaction
 from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_started
 from django.utils import timezone
 from tasks_app.tasks import add, async_add, fail, introspect, labelled, unserializable, urgent
 
@@ -163,3 +164,30 @@ def test_async_enqueue_and_get_result(tasks_db: str, conn: Conn) -> None:
     assert status == TaskResultStatus.READY
     assert run_tasks(conn) == 1
     assert add.get_result(result_id).return_value == 2
+
+
+def test_a_stop_past_shutdown_timeout_rolls_the_batch_back_and_it_runs_again(
+    tasks_db: str, conn: Conn
+) -> None:
+    with transaction.atomic():
+        results = [labelled.enqueue(label) for label in ("one", "two", "three")]
+    (consumer, _) = task_consumers()
+    consumer.shutdown_timeout = 0
+
+    def stop_at_first_start(**kwargs: Any) -> None:
+        consumer.stop()  # as SIGTERM would, while the first task starts
+
+    task_started.connect(stop_at_first_start, dispatch_uid="test-stop")
+    try:
+        conn.execute("select pgque.force_tick('tasks_default')")
+        conn.execute("select pgque.ticker('tasks_default')")
+        assert consumer.poll() is None  # rolled back after the first task
+    finally:
+        task_started.disconnect(dispatch_uid="test-stop")
+    assert ran(conn) == []
+    first = labelled.get_result(results[0].id)
+    assert first.status == TaskResultStatus.READY and first.attempts == 1
+    consumer.reset()
+    assert consumer.poll() == 3  # the same batch again
+    assert ran(conn) == ["one", "two", "three"]
+    assert [labelled.get_result(r.id).attempts for r in results] == [2, 1, 1]

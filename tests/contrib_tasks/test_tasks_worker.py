@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.tasks import Task, TaskResultStatus
-from tasks_app.tasks import add, urgent
+from tasks_app.tasks import add, slow, urgent
 
 from _wait import wait_for
 
@@ -25,7 +25,7 @@ def finished(proc: subprocess.Popen[str], task: Task, result_id: str) -> bool:
     return bool(task.get_result(result_id).status == TaskResultStatus.SUCCESSFUL)
 
 
-def test_pgque_worker_runs_tasks_and_drains_on_sigterm(tasks_db: str) -> None:
+def test_pgque_worker_runs_tasks_and_drains_on_sigterm(tasks_db: str, tmp_path: Path) -> None:
     first = add.enqueue(40, 2)
     env = {
         **os.environ,
@@ -42,7 +42,12 @@ def test_pgque_worker_runs_tasks_and_drains_on_sigterm(tasks_db: str) -> None:
         wait_for(lambda: finished(proc, add, first.id), 60, "the worker ran the first task")
         second = urgent.enqueue("while running")
         wait_for(lambda: finished(proc, urgent, second.id), 60, "the worker ran the urgent task")
-        proc.send_signal(signal.SIGTERM)
+        third = slow.enqueue(str(tmp_path))
+        wait_for((tmp_path / "started").exists, 60, "the slow task started")
+        assert slow.get_result(third.id).status == TaskResultStatus.RUNNING
+        proc.send_signal(signal.SIGTERM)  # the batch in progress finishes first
+        assert slow.get_result(third.id).status == TaskResultStatus.RUNNING
+        (tmp_path / "release").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -52,3 +57,4 @@ def test_pgque_worker_runs_tasks_and_drains_on_sigterm(tasks_db: str) -> None:
     assert "tasks_default/django_tasks, tasks_urgent/django_tasks" in out, out
     assert "pgque worker: stopped" in out, out
     assert add.get_result(first.id).return_value == 42
+    assert slow.get_result(third.id).return_value == "released"  # committed by the drain

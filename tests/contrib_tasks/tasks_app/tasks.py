@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -71,3 +73,15 @@ def introspect(context: TaskContext, dsn: str) -> dict[str, Any]:
 def unserializable() -> object:
     """Returns what JSON cannot hold: the task fails."""
     return object()
+
+
+@task
+def slow(folder: str) -> str:
+    """Write ``started`` in ``folder``, then wait (60 s at most) for ``release`` there."""
+    path = Path(folder)
+    (path / "started").touch()
+    deadline = time.monotonic() + 60
+    while not (path / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    record("slow")
+    return "released"

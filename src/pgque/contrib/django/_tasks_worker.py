@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -89,12 +90,22 @@ class TaskConsumer(DjangoConsumer):
         django_conn = psycopg_connection(self.using)
         self._due.clear()
         side = _SideConnection(self.using)
+        started: list[str] = []  # the tasks marked RUNNING by this poll
         try:
-            with transaction.atomic(using=self.using):
+            # The inner block's savepoint begins Django's transaction at once: the batch
+            # then takes a savepoint of it instead of committing on its own (psycopg would,
+            # on a connection idle outside autocommit), and the ack commits only with the
+            # tasks' writes and results.
+            with transaction.atomic(using=self.using), transaction.atomic(using=self.using):
                 count = Consumer.poll(self, django_conn)
                 due = sorted(self._due, key=lambda m: (-_priority(m), m.msg_id))
                 records = _records(self.using, due)
+                stop_seen: float | None = None
                 for msg in due:
+                    if self.stopping:  # draining: shutdown_timeout from the first look
+                        stop_seen = stop_seen or time.monotonic()
+                        if time.monotonic() - stop_seen >= self.shutdown_timeout:
+                            raise _Abandoned
                     record = records.get(_task_id(msg) or "")
                     if record is None:
                         log.warning(
@@ -103,7 +114,18 @@ class TaskConsumer(DjangoConsumer):
                             self.queue, msg.msg_id, msg.payload,
                         )  # fmt: skip
                         continue
+                    started.append(record.id)
                     self._run(record, side)
+        except _Abandoned:
+            log.warning(
+                "queue %s: stopped past shutdown_timeout (%g s) in a batch of tasks; the batch"
+                " was rolled back (its tasks READY again), to run on the next worker",
+                self.queue, self.shutdown_timeout,
+            )  # fmt: skip
+            TaskRecord.objects.using(self.using).filter(
+                pk__in=started, status=TaskRecord.Status.RUNNING
+            ).update(status=TaskRecord.Status.READY)
+            return None
         finally:
             self._due.clear()
             side.close()
@@ -141,6 +163,10 @@ class TaskConsumer(DjangoConsumer):
             task_finished.send(PgqueBackend, task_result=task_result(record))
         except Exception:  # a receiver's failure is not the task's
             log.exception("task %s: a task_finished receiver failed", record.id)
+
+
+class _Abandoned(Exception):
+    """Raised inside the batch's transaction to roll it back (a drain past its timeout)."""
 
 
 class _Returned:
