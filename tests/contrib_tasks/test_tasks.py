@@ -191,3 +191,14 @@ def test_a_stop_past_shutdown_timeout_rolls_the_batch_back_and_it_runs_again(
     assert consumer.poll() == 3  # the same batch again
     assert ran(conn) == ["one", "two", "three"]
     assert [labelled.get_result(r.id).attempts for r in results] == [2, 1, 1]
+
+
+def test_a_message_of_a_finished_or_unknown_task_runs_nothing(tasks_db: str, conn: Conn) -> None:
+    done = add.enqueue(1, 1)
+    assert run_tasks(conn) == 1
+    for task_id in (done.id, "unknown"):  # delivered again after a failed ack; a stray one
+        payload = f'{{"id": "{task_id}", "task": "tasks_app.tasks.add", "priority": 0}}'
+        conn.execute("select pgque.send('tasks_default', 'django.task', %s::jsonb)", (payload,))
+    assert run_tasks(conn) == 2
+    assert ran(conn) == ["add 1+1"]
+    assert add.get_result(done.id).attempts == 1

@@ -98,6 +98,8 @@ class TaskConsumer(DjangoConsumer):
             # tasks' writes and results.
             with transaction.atomic(using=self.using), transaction.atomic(using=self.using):
                 count = Consumer.poll(self, django_conn)
+                if count is None:  # no batch, or one stopped and rolled back
+                    return None
                 due = sorted(self._due, key=lambda m: (-_priority(m), m.msg_id))
                 records = _records(self.using, due)
                 stop_seen: float | None = None
@@ -116,25 +118,37 @@ class TaskConsumer(DjangoConsumer):
                         continue
                     started.append(record.id)
                     self._run(record, side)
-        except _Abandoned:
+        except BaseException as exc:  # rolled back: the started tasks are READY again
+            self._unstart(started)
+            if not isinstance(exc, _Abandoned):
+                raise
             log.warning(
                 "queue %s: stopped past shutdown_timeout (%g s) in a batch of tasks; the batch"
                 " was rolled back (its tasks READY again), to run on the next worker",
                 self.queue, self.shutdown_timeout,
             )  # fmt: skip
-            TaskRecord.objects.using(self.using).filter(
-                pk__in=started, status=TaskRecord.Status.RUNNING
-            ).update(status=TaskRecord.Status.READY)
             return None
         finally:
             self._due.clear()
             side.close()
         return count
 
+    def _unstart(self, started: list[str]) -> None:
+        """After a rollback: the tasks marked RUNNING by it are READY again (best effort:
+        the connection may be the reason of the rollback)."""
+        if not started:
+            return
+        try:
+            TaskRecord.objects.using(self.using).filter(
+                pk__in=started, status=TaskRecord.Status.RUNNING
+            ).update(status=TaskRecord.Status.READY)
+        except Exception:
+            log.warning("tasks %s stay RUNNING until they run again", started, exc_info=True)
+
     def _run(self, record: TaskRecord, side: _SideConnection) -> None:
         """Run one task and write its outcome in the batch's transaction."""
         if record.status in (TaskRecord.Status.SUCCESSFUL, TaskRecord.Status.FAILED):
-            return  # finished already (the same message twice)
+            return  # finished already: a message delivered again after its batch failed to ack
         now = timezone.now()
         record.status = TaskRecord.Status.RUNNING
         record.started_at = record.started_at or now
