@@ -6,6 +6,8 @@
   connection, in its open transaction.
 - :func:`consumer` declares consumers in an app's ``consumers.py``;
   ``manage.py pgque_worker`` runs them.
+- ``pgque.contrib.django.tasks.PgqueBackend`` (Django 6) runs ``django.tasks``
+  tasks enqueued in Django's transaction; ``pgque_worker`` runs them too.
 - ``manage.py pgque ...`` runs the ``pgque`` command line on a database.
 - ``manage.py check`` reports unusable databases and a missing or old pgque.
 
