@@ -202,3 +202,26 @@ def test_a_message_of_a_finished_or_unknown_task_runs_nothing(tasks_db: str, con
     assert run_tasks(conn) == 2
     assert ran(conn) == ["add 1+1"]
     assert add.get_result(done.id).attempts == 1
+
+
+def test_missing_queue_and_bad_database_are_reported(tasks_db: str, conn: Conn) -> None:
+    from django.conf import settings
+    from django.tasks import task_backends
+    from django.test.utils import override_settings
+
+    from pgque.contrib.django.models import TaskRecord
+    from pgque.errors import PgqueQueueNotFound
+
+    other = {"BACKEND": "pgque.contrib.django.tasks.PgqueBackend"}
+    tasks = {
+        **settings.TASKS,
+        "unmigrated": {**other, "OPTIONS": {"QUEUE_PREFIX": "never_"}},
+        "nowhere": {**other, "OPTIONS": {"DATABASE": "nowhere"}},
+    }
+    with override_settings(TASKS=tasks):
+        with pytest.raises(PgqueQueueNotFound, match="queue 'never_default' does not exist"):
+            add.using(backend="unmigrated").enqueue(1, 2)
+        assert TaskRecord.objects.count() == 0  # the row went with the failed send
+        (error,) = task_backends["nowhere"].check()
+        assert error.id == "pgque.E003"
+        assert "settings.TASKS['nowhere']: the database alias 'nowhere'" in error.msg
