@@ -8,6 +8,7 @@ min-max range reaches the baseline's (``overlap``).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,14 @@ def _values(row: Row, metric: str) -> list[float]:
     return row.values if metric == "value" else row.extra[metric]
 
 
+def _divide(a: float, b: float) -> float:
+    """``a / b``, where a zero ``b`` (a count of dead tuples, say) gives 1 for a zero
+    ``a`` (equal) and infinity otherwise."""
+    if b == 0:
+        return 1.0 if a == 0 else math.inf
+    return a / b
+
+
 def evaluate(rows: list[Row]) -> list[dict[str, Any]]:
     """Every target whose rows were measured, with its figure and pass/miss."""
     index = {(r.workload, r.target): r for r in rows}
@@ -59,10 +68,10 @@ def evaluate(rows: list[Row]) -> list[dict[str, Any]]:
             if base is None:
                 continue
             base_values = _values(base, t.metric)
-            natural = statistics.median(values) / statistics.median(base_values)
+            natural = _divide(statistics.median(values), statistics.median(base_values))
             # For lower-is-better rows the goal is on the inverse (at_least 1/1.5 reads
             # "at most 1.5x the baseline"); the figure shown is always subject / baseline.
-            ratio = natural if subject.higher_is_better else 1 / natural
+            ratio = natural if subject.higher_is_better else _divide(1.0, natural)
             met = ratio >= t.at_least
             if t.overlap and not met:
                 met = (max(values) >= min(base_values) if subject.higher_is_better

@@ -61,6 +61,18 @@ def test_commit_bound_rows_pass_when_ranges_overlap(targets: list[Target]) -> No
     assert not evaluate(rows)[0]["met"]
 
 
+def test_zero_medians_compare_without_dividing_by_zero(targets: list[Target]) -> None:
+    # Counts (dead tuples) may be 0 on either side: fewer is better, none beats some.
+    targets.append(Target(goal="few", workload="w", subject="a", baseline="b", at_least=1.0))
+    rows = [row("a", [0], higher=False), row("b", [90], higher=False)]
+    assert evaluate(rows)[0]["met"]
+    rows[0].values, rows[1].values = [0], [0]
+    assert evaluate(rows)[0]["met"]
+    rows[0].values = [5]
+    (verdict,) = evaluate(rows)
+    assert verdict["figure"] == "infx" and not verdict["met"]
+
+
 def test_bounds_and_unmeasured_targets(targets: list[Target]) -> None:
     targets.append(Target(goal="p50", workload="w", subject="a", at_most=5.0))
     targets.append(Target(goal="absent", workload="w", subject="missing", at_most=1.0))
