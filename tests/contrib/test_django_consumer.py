@@ -102,3 +102,31 @@ def test_consumer_declarations_are_registered_once(django_db: str) -> None:
     first = consumer("orders", "registered")
     assert consumer("orders", "registered") is first
     assert consumer("orders", "other") is not first
+
+
+def test_a_batch_handler_writes_with_the_ack_and_a_failing_one_rolls_back(
+    django_db: str, conn: Conn
+) -> None:
+    c = make(conn, "bulk")
+    calls: list[list[str]] = []
+
+    @c.on_batch("*")
+    def load(msgs: list[Message]) -> None:
+        items = [m.json()["item"] for m in msgs]
+        calls.append(items)
+        Handled.objects.bulk_create([Handled(order_item=i) for i in items])
+        if len(calls) == 1:
+            raise RuntimeError("first call fails")
+
+    send("orders", {"item": "a"})
+    send("orders", {"item": "b"})
+    tick(conn)
+    assert c.poll() == 2
+    assert Handled.objects.count() == 0  # the failing call's writes rolled back
+    conn.execute("select pgque.maint_retry_events()")  # both nacked, retry_after=0
+    tick(conn)
+    assert c.poll() == 2
+    assert sorted(Handled.objects.values_list("order_item", flat=True)) == ["a", "b"]
+    assert calls == [["a", "b"], ["a", "b"]]
+    with pytest.raises(PgqueInvalidArgument, match="transactional=False"):
+        c.on_batch("y", transactional=False)

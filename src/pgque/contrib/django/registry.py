@@ -100,6 +100,44 @@ class DjangoConsumer(Consumer):
 
         return decorate
 
+    def on_batch(
+        self,
+        type: str,
+        *,
+        transactional: bool = True,
+        timeout: float | None = None,
+        model: Any = None,
+    ) -> Callable[[H], H]:
+        """Register the decorated ``handler(msgs)`` for the messages of ``type`` (``"*"``:
+        any other), called once per batch with the list of them (see
+        :meth:`pgque.Consumer.on_batch`).
+
+        The handler runs in a savepoint of the batch's transaction on Django's
+        connection: its ORM writes commit with the ack; it is returned unchanged.
+
+        Raises:
+            PgqueInvalidArgument: ``transactional=False`` or a ``timeout`` (as for :meth:`on`).
+        """
+        if not transactional or timeout is not None:
+            raise PgqueInvalidArgument(
+                f"consumer {self.name}: Django consumers' batch handlers always run in the"
+                " batch's transaction on Django's connection; transactional=False and"
+                " timeout= are not available (use max_batch_time= on the consumer to bound"
+                " a batch)"
+            )
+        register: Callable[[Any], Any] = super().on_batch(type, transactional=True, model=model)
+        using = self.using
+
+        def decorate(handler: H) -> H:
+            def in_savepoint(msgs: list[Message], conn: psycopg.Connection[Any]) -> Any:
+                with transaction.atomic(using=using):
+                    return handler(msgs)
+
+            register(in_savepoint)
+            return handler
+
+        return decorate
+
     def poll(
         self, conn: psycopg.Connection[Any] | None = None, *, tick: float | None = None
     ) -> int | None:
