@@ -30,7 +30,7 @@ import psycopg
 from pgque._text import any_json_nul, first_nul, json_error, json_nul, nul_error
 from pgque.errors import PgqueError, PgqueInvalidArgument, pooler_error, pooler_symptom
 from pgque.message import Event
-from pgque.serializers import JSON, Serializer
+from pgque.serializers import JSON, Serializer, _encode_json_for_jsonb
 
 __all__ = [
     "NO_EXTRAS",
@@ -189,8 +189,10 @@ class SendPath:
         self.serializer = serializer
         self.storage: Storage = serializer.sql_type if storage is None else storage
         self.lenient_type = lenient_type
-        self._encode = serializer.encode
         self._json = serializer is JSON
+        # The server prints jsonb canonically: any spelling of the same JSON will do.
+        jsonb = self._json and self.storage == "jsonb"
+        self._encode = _encode_json_for_jsonb if jsonb else serializer.encode
 
     # -- arguments ---------------------------------------------------------------
 

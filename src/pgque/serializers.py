@@ -141,6 +141,23 @@ def dumps(payload: Any) -> str:
     return _STDLIB.encode(payload)
 
 
+def _dumps_for_jsonb(payload: Any) -> str:
+    """:func:`dumps` for text the server parses as ``jsonb`` and prints canonically:
+    orjson's spelling of numbers is as good there, so its text is taken unless it
+    may hide a NaN or infinity (orjson writes them as ``null``) or holds a
+    ``\\u0000`` escape (such a text is stored as written, so it must be the
+    standard library's)."""
+    if _orjson is not None:
+        try:
+            data = _orjson.dumps(payload, option=_ORJSON_OPTIONS)
+        except TypeError:
+            pass
+        else:
+            if b"null" not in data and b"\\u0000" not in data:
+                return data.decode()
+    return _STDLIB.encode(payload)
+
+
 @dataclass(frozen=True)
 class Serializer:
     """Turns a payload into text and names the SQL overload that stores it.
@@ -159,22 +176,33 @@ class Serializer:
 _PLAIN = (dict, list, int, float, bool, type(None))
 
 
-def _encode_json(payload: Any) -> str:
-    cls = payload.__class__
-    if cls is str:
-        # A str is JSON text already, as in upstream pgque-py: '"x"', '42', '{}'.
-        return payload  # type: ignore[no-any-return]
-    if cls not in _PLAIN:
-        if isinstance(payload, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                "bytes payloads need a serializer that turns them into text"
-                " (for example base64 with pgque.serializers.RAW_TEXT)"
-            )
-        if isinstance(payload, str):
-            return payload
-        payload = model_data(payload)
-    # NaN and Infinity are not JSON: refuse them here, not at the server.
-    return dumps(payload)
+def _json_encoder(write: Callable[[Any], str]) -> Callable[[Any], str]:
+    """The JSON serializer's encode, writing objects with ``write``."""
+
+    def encode(payload: Any) -> str:
+        cls = payload.__class__
+        if cls is str:
+            # A str is JSON text already, as in upstream pgque-py: '"x"', '42', '{}'.
+            return payload  # type: ignore[no-any-return]
+        if cls not in _PLAIN:
+            if isinstance(payload, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    "bytes payloads need a serializer that turns them into text"
+                    " (for example base64 with pgque.serializers.RAW_TEXT)"
+                )
+            if isinstance(payload, str):
+                return payload
+            payload = model_data(payload)
+        # NaN and Infinity are not JSON: refuse them here, not at the server.
+        return write(payload)
+
+    return encode
+
+
+_encode_json = _json_encoder(dumps)
+#: The JSON serializer's encode where the server parses the text as jsonb (the
+#: clients' send path): the same JSON, numbers perhaps spelled otherwise.
+_encode_json_for_jsonb = _json_encoder(_dumps_for_jsonb)
 
 
 def _encode_raw(payload: Any) -> str:

@@ -128,3 +128,37 @@ def test_async_client_send_batch_binary(db: str, conn: psycopg.Connection[Any]) 
     assert rows(conn, "select distinct ev_data from pgque.event_template") == [
         ('{"x": 1, "y": 2}',)
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_the_clients_jsonb_encoding_is_the_same_json(value: Any) -> None:
+    # The client's payloads are parsed by the server as jsonb: orjson's spelling is taken
+    # (a str at the top is JSON text already, hence the list).
+    assert json.loads(serializers._encode_json_for_jsonb([value])) == [value]
+
+
+@pytest.mark.parametrize("bad", [math.nan, [1.0, math.inf], {"x": -math.inf}], ids=repr)
+def test_the_clients_jsonb_encoding_refuses_nan(bad: Any) -> None:
+    with pytest.raises(ValueError):  # orjson would write null
+        serializers._encode_json_for_jsonb(bad)
+
+
+def test_client_stores_what_the_standard_librarys_text_would(
+    db: str, conn: psycopg.Connection[Any]
+) -> None:
+    make_queue(conn, "spell")
+    payloads: list[Any] = [
+        {"f": [1e-05, 5e-05, 1e-07, -2.5e-09, 1e16, 1e-300, 0.1, 2.0]},
+        {"k": None, "f": 1e-07},  # null: the standard library writes it
+        {"nul": "a\x00b", "f": 1e-07},  # a \u0000 escape: stored as written, the stdlib's
+        [2**70, "é", {"z": 1, "a": 2}],
+    ]
+    with psycopg.connect(db, autocommit=True) as raw:
+        ids = pgque.PgqueClient(raw).send_batch("spell", "t", payloads[:2] + payloads[3:])
+        ids.append(pgque.PgqueClient(raw).send("spell", payloads[2]))
+    got = [r[0] for r in rows(conn, "select ev_data from pgque.event_template order by ev_id")]
+    exact = [serializers._STDLIB.encode(p) for p in payloads[:2] + payloads[3:]]
+    assert got[:3] == [rows(conn, "select %s::jsonb::text", t)[0][0] for t in exact]
+    assert got[3] == serializers._STDLIB.encode(payloads[2])
+    assert len(ids) == 4
