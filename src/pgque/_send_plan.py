@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, Literal
 
 import psycopg
@@ -41,6 +42,7 @@ __all__ = [
     "Storage",
     "check_extras",
     "check_queue",
+    "client_path",
     "client_side",
     "deliver_time",
     "extras_columns",
@@ -342,3 +344,11 @@ def deliver_time(at: datetime | None, delay: timedelta | None) -> datetime | tim
     if delay < timedelta(0):
         raise PgqueInvalidArgument(f"delay must not be negative, got {delay}")
     return delay
+
+
+@lru_cache(maxsize=32)
+def client_path(serializer: Serializer) -> SendPath:
+    """The clients' send path for ``serializer`` (its ``sql_type`` the storage, a type
+    of None or ``""`` meaning ``default``), made once per serializer: a client's
+    ``serializer`` attribute may be set at any time."""
+    return SendPath(serializer, lenient_type=True)

@@ -17,13 +17,13 @@ from typing import Any
 
 import psycopg
 
+from pgque import _send_plan as plan
 from pgque import health as _health
 from pgque import tracing
 from pgque._args import ConfigValue, config_text, interval, queue_options
 from pgque._executor import execute, fetch_all, fetch_one, fetch_value
 from pgque._producer_common import NoConsumerWarning
 from pgque._send import deliver, run
-from pgque._send_plan import SendPath, Statement, check_extras, client_side, deliver_time
 from pgque._text import check_text
 from pgque.errors import PgqueConnectionError, PgqueError, from_database_error
 from pgque.health import Health, HealthCheck
@@ -64,7 +64,6 @@ class PgqueClient:
     def __init__(self, conn: psycopg.Connection[Any], *, serializer: Serializer = JSON) -> None:
         self.conn = conn
         self.serializer = serializer
-        self._path = SendPath(serializer, lenient_type=True)
         self._owned = False
         self._no_consumers = NoConsumerWarning()
 
@@ -82,6 +81,10 @@ class PgqueClient:
     def __exit__(self, *exc_info: object) -> None:
         """Close the client (and the connection, if it opened it)."""
         self.close()
+
+    @property
+    def _path(self) -> plan.SendPath:  # the current serializer's: it may be set at any time
+        return plan.client_path(self.serializer)
 
     def _one(self, name: str, params: Sequence[Any] | None = None) -> Any:
         """The first value of the named statement's first row (None without rows)."""
@@ -104,11 +107,10 @@ class PgqueClient:
         """Send one message; returns its event id.
 
         With the JSON serializer a payload is JSON-encoded (a pydantic v2 model,
-        dataclass or msgspec Struct as its fields; a ``str`` is JSON text) and the
-        server checks it and stores it canonically (``jsonb``); a JSON text holding
-        a ``\\u0000`` escape is stored as encoded. An :class:`~pgque.Event`
-        supplies payload and type. ``extras`` sets ``ev_extra1..4``; the current
-        span's trace context goes into a free one (see :mod:`pgque.tracing`).
+        dataclass or msgspec Struct as its fields; a ``str`` is JSON text), checked
+        and stored canonically by the server (``jsonb``; one holding a ``\\u0000``
+        escape as encoded). An :class:`~pgque.Event` gives payload and type. ``extras``
+        sets ``ev_extra1..4``; the current span's trace context goes into a free one.
 
         Raises:
             PgqueInvalidArgument: A NUL character in a str argument or in the
@@ -116,22 +118,21 @@ class PgqueClient:
             TypeError: A payload the serializer cannot encode.
         """
         queue, type, text = self._path.message(queue, payload, type)
-        fields = tracing.trace_fields(check_extras(extras), tracing.current_carrier())
+        fields = tracing.trace_fields(plan.check_extras(extras), tracing.current_carrier())
         statement = self._path.one(queue, type, text, fields)
         return int(deliver(self.conn, statement, self._no_consumers))
 
     def send_batch(self, queue: str, type: str, payloads: list[Any]) -> list[int]:
         """Send many messages of one type in one statement; returns their ids in input order.
 
-        Payloads are encoded and stored as by :meth:`send` (one holding a
-        ``\\u0000`` escape: the whole batch as encoded), the array bound in binary
-        unless the connection binds on the client. ``[]`` sends nothing.
-        """
+        Payloads are encoded and stored as by :meth:`send` (one holding a ``\\u0000``
+        escape: the whole batch as encoded); ``[]`` sends nothing. The array is bound
+        in binary unless the connection binds on the client."""
         type = self._path.check_type(type)
         texts = self._path.encode_many(queue, payloads)
         if not texts:
             return []
-        statement = self._path.many(queue, type, texts, on_client=client_side(self.conn))
+        statement = self._path.many(queue, type, texts, on_client=plan.client_side(self.conn))
         return list(deliver(self.conn, statement, self._no_consumers))
 
     def send_at(
@@ -146,7 +147,7 @@ class PgqueClient:
         """Send one message, encoded and stored as by :meth:`send`, for delivery at ``at``
         (timezone-aware) or after ``delay`` (on the server's clock), exactly one: the
         event id when that time has come, else its ``pgque.delayed_events`` id."""
-        when = deliver_time(at, delay)
+        when = plan.deliver_time(at, delay)
         queue, type, text = self._path.message(queue, payload, type)
         statement = self._path.later(queue, type, text, when)
         return int(deliver(self.conn, statement, self._no_consumers))
@@ -556,7 +557,8 @@ class PgqueClient:
             payload, type = payload.payload, payload.type
         check_text(queue=queue, name=name, cron=cron, type=type, time_zone=time_zone)
         params = (queue, name, cron, self._path.encode_one(queue, payload), type, time_zone)
-        next_run: datetime = run(self.conn, Statement("schedule", params, "jsonb", params[3:4]))
+        statement = plan.Statement("schedule", params, "jsonb", params[3:4])
+        next_run: datetime = run(self.conn, statement)  # a payload not JSON: named
         return next_run
 
     def unschedule(self, queue: str, name: str) -> bool:

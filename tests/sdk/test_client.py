@@ -262,3 +262,22 @@ def test_send_carries_the_current_trace(client: pgque.PgqueClient, queue: str) -
     ctx = tracing.extract("public.orders", got[0][0])
     assert ctx is not None
     assert tracing.extract("public.orders", None) is None
+
+
+def test_the_serializer_may_be_set_after_construction(
+    client: pgque.PgqueClient, queue: str
+) -> None:
+    first = client.send("q", '{"b": 1, "a": 2}')  # JSON: stored canonically
+    client.serializer = pgque.serializers.RAW_TEXT
+    second = client.send("q", "plain words")
+    [third] = client.send_batch("q", "t", ["more words"])
+    client.conn.commit()
+    client.serializer = pgque.serializers.JSON
+    with pytest.raises(pgque.PgqueInvalidArgument, match="payload is not valid JSON"):
+        client.send("q", "plain words")
+    client.conn.rollback()
+    assert client.send("q", "[1]") > 0
+    ids = (first, second, third)
+    got = rows(client.conn, "select ev_data from pgque.event_template where ev_id = any(%s)"
+                            " order by ev_id", list(ids))  # fmt: skip
+    assert [r[0] for r in got] == ['{"a": 2, "b": 1}', "plain words", "more words"]
