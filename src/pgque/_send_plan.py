@@ -31,7 +31,7 @@ import psycopg
 from pgque._text import any_json_nul, first_nul, json_error, json_nul, nul_error
 from pgque.errors import PgqueError, PgqueInvalidArgument, pooler_error, pooler_symptom
 from pgque.message import Event
-from pgque.serializers import JSON, Serializer, _encode_json_for_jsonb
+from pgque.serializers import JSON, Serializer, _encode_json_for_jsonb, _json_array_for_jsonb
 
 __all__ = [
     "NO_EXTRAS",
@@ -195,6 +195,7 @@ class SendPath:
         # The server prints jsonb canonically: any spelling of the same JSON will do.
         jsonb = self._json and self.storage == "jsonb"
         self._encode = _encode_json_for_jsonb if jsonb else serializer.encode
+        self._array = jsonb
 
     # -- arguments ---------------------------------------------------------------
 
@@ -293,6 +294,22 @@ class SendPath:
         else:
             name, params = _ONE_PLAIN[kind], (queue, type, text)
         return Statement(name, params, self.storage, (text,))
+
+    def batch(
+        self, queue: str, type: Any, payloads: Iterable[Any], *, on_client: bool = False
+    ) -> Statement | None:
+        """The statement that sends a batch of one type (None: ``payloads`` is empty).
+        With a JSON serializer into ``jsonb``, plain values (no ``str``, ``None`` or
+        model) go as one JSON array the server splits: one encoding, one parse."""
+        check_queue(queue)
+        type = self.check_type(type)
+        if self._array and isinstance(payloads, list) and payloads:
+            array = _json_array_for_jsonb(payloads)
+            if array is not None:
+                params = (queue, type, array)
+                return Statement("send_batch_json_array", params, "jsonb", (), True, not on_client)
+        texts = self.encode_many(queue, payloads)
+        return self.many(queue, type, texts, on_client=on_client) if texts else None
 
     def many(
         self,

@@ -126,13 +126,11 @@ class AsyncPgqueClient:
         """Send many messages of one type in one statement; returns their ids in input order.
 
         Payloads are encoded and stored as by :meth:`send` (one holding a ``\\u0000``
-        escape: the whole batch as encoded); ``[]`` sends nothing. The array is bound
-        in binary unless the connection binds on the client."""
-        type = self._path.check_type(type)
-        texts = self._path.encode_many(queue, payloads)
-        if not texts:
+        escape: the whole batch as encoded); ``[]`` sends nothing. Plain values (no str,
+        None or model) go as one JSON array, others as an array of texts."""
+        statement = self._path.batch(queue, type, payloads, on_client=plan.client_side(self.conn))
+        if statement is None:
             return []
-        statement = self._path.many(queue, type, texts, on_client=plan.client_side(self.conn))
         return list(await deliver(self.conn, statement, self._no_consumers))
 
     async def send_at(

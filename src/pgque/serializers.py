@@ -158,6 +158,27 @@ def _dumps_for_jsonb(payload: Any) -> str:
     return _STDLIB.encode(payload)
 
 
+_ARRAY_ITEMS = {dict, list, int, float, bool}
+_ARRAY_MAX = 64 * 1024 * 1024  # far below jsonb's limit of 256 MiB for one value
+
+
+def _json_array_for_jsonb(payloads: list[Any]) -> str | None:
+    """The payloads as one JSON array text for the server to split into ``jsonb``
+    values (the clients' batches), or None where each needs encoding on its own:
+    orjson missing, a ``str`` (JSON text already), ``None`` or a model among them, a
+    value orjson refuses, a text with ``null`` (maybe a NaN) or ``\\u0000``, or a
+    very large one."""
+    if _orjson is None or not _ARRAY_ITEMS.issuperset(map(type, payloads)):
+        return None
+    try:
+        data = _orjson.dumps(payloads, option=_ORJSON_OPTIONS)
+    except TypeError:
+        return None
+    if b"null" in data or b"\\u0000" in data or len(data) > _ARRAY_MAX:
+        return None
+    return data.decode()
+
+
 @dataclass(frozen=True)
 class Serializer:
     """Turns a payload into text and names the SQL overload that stores it.

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import pgque
 from _engine import make_queue, rows
 from pgque import serializers
+from pgque._send_plan import client_path
 
 JSON_VALUES = st.recursive(
     st.none()
@@ -162,3 +163,38 @@ def test_client_stores_what_the_standard_librarys_text_would(
     assert got[:3] == [rows(conn, "select %s::jsonb::text", t)[0][0] for t in exact]
     assert got[3] == serializers._STDLIB.encode(payloads[2])
     assert len(ids) == 4
+
+
+@pytest.mark.parametrize("cursor", ["server", "client"])
+def test_client_batch_of_plain_values_goes_as_one_array(
+    db: str, conn: psycopg.Connection[Any], cursor: str
+) -> None:
+    make_queue(conn, "arr")
+    payloads: list[Any] = [
+        {"i": i, "pad": "x" * (i % 7), "f": i / 3, "l": [i, True], "é": {"z": 1, "a": 2}}
+        for i in range(1500)
+    ] + [[1, 2], 5, 2.5, False]
+    path = client_path(serializers.JSON)
+    assert path.batch("arr", "t", payloads).name == "send_batch_json_array"  # type: ignore[union-attr]
+    factory = psycopg.ClientCursor if cursor == "client" else psycopg.Cursor
+    with psycopg.connect(db, autocommit=True, cursor_factory=factory) as raw:
+        ids = pgque.PgqueClient(raw).send_batch("arr", "t", payloads)
+    assert len(ids) == len(payloads) and ids == sorted(ids)
+    got = rows(conn, "select ev_id, ev_type, ev_data from pgque.event_template order by ev_id")
+    assert [r[0] for r in got] == ids and {r[1] for r in got} == {"t"}
+    assert [json.loads(r[2]) for r in got] == payloads  # each in its place
+    canonical = rows(conn, "select %s::jsonb::text", json.dumps(payloads[0]))[0][0]
+    assert got[0][2] == canonical
+
+
+@pytest.mark.parametrize(
+    "payloads",
+    [[{"a": None}], ['{"a": 1}'], [{"a": 1}, "2"], [uuid.UUID(int=1)], [{"s": "a\x00b"}], [2**70]],
+    ids=repr,
+)  # fmt: skip
+def test_what_the_client_encodes_one_by_one(payloads: list[Any]) -> None:
+    # null (maybe a NaN), JSON text, what orjson passes on, \u0000, big ints: one by one.
+    statement = client_path(serializers.JSON).batch("q", "t", payloads)
+    assert statement is not None
+    assert statement.name in ("send_batch_binary", "send_batch_json_text_binary")
+    assert client_path(serializers.JSON).batch("q", "t", []) is None

@@ -40,6 +40,12 @@ select pgque.send_batch(%s, %s, %s::jsonb[])
 -- name: send_batch_binary
 select pgque.send_batch(%s, %s, %b::text[]::jsonb[])
 
+-- name: send_batch_json_array
+-- A client's batch of plain JSON values (no str, null or model) as one JSON
+-- array the server splits: one encoding and one parse instead of one per payload.
+-- The set-returning function in the select list gives the elements in order.
+select pgque.send_batch(%s, %s, array(select pg_catalog.jsonb_array_elements(%s::jsonb)))
+
 -- name: send_batch_json_text
 select pgque.send_batch(%s, %s, %s::json[]::text[])
 
