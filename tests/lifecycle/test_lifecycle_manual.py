@@ -232,7 +232,9 @@ def test_ticker_loop_commits_after_every_tick(conn: Conn, connect: Any) -> None:
         assert one(conn, "select pgque.ticker_lead('another', '1 s')") is False
     finally:
         thread.join(10)
-    assert tick_count(conn) - before == 20
+    # 20 on a quiet machine; a slow round makes the loop wait longer (the count
+    # itself: test_ticker_loop_calls_ticker_1000_over_period_times_in_about_a_second)
+    assert midway < tick_count(conn) - before <= 20
     assert ticker_lock_holders(conn) == []
 
 

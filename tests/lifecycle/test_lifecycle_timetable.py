@@ -158,7 +158,15 @@ def test_the_timetable_job_commands_run_as_written(timetable: Conn) -> None:
     for _id, name, _at, command, _kind, _max in jobs(conn):
         conn.execute(command)
         if name == "pgque_ticker":
-            assert one(conn, "select count(*) from pgque.tick") - before == 10
+            # ten ticks in its second; a slow round on a loaded machine makes the
+            # loop wait longer: up to two more tries, one must tick ten times
+            counts = [one(conn, "select count(*) from pgque.tick") - before]
+            while counts[-1] != 10 and len(counts) < 3:
+                assert 1 <= counts[-1] < 10, counts
+                before = one(conn, "select count(*) from pgque.tick")
+                conn.execute(command)
+                counts.append(one(conn, "select count(*) from pgque.tick") - before)
+            assert counts[-1] == 10, counts
 
 
 # -- stop_timetable and stop --------------------------------------------------

@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from twins import batch_done, force_tick, handle, make, multi_class, pause
 
@@ -354,21 +351,6 @@ def test_partition_slots_run_batch_handlers(kind: str, db: str, conn: Conn, star
         lambda: one(conn, "select count(*) from pgque.subscription where sub_batch is null") == 2,
         what="every slot's batch acked",
     )
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Spans of this test, through the global SDK provider (installed once per process)."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-        provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    provider.add_span_processor(processor)
-    yield exporter
-    processor.shutdown()
 
 
 def test_one_process_span_per_call(

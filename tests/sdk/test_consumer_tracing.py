@@ -3,35 +3,16 @@ spans, for both consumer twins."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from twins import handle, make
 
 import pgque
 from _engine import one
 from _wait import wait_for
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Spans of this test, through the global SDK provider (installed once per process)."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-        provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    provider.add_span_processor(processor)
-    yield exporter
-    processor.shutdown()
 
 
 def send_in_a_trace(db: str, conn: psycopg.Connection[Any]) -> trace.Span:
