@@ -26,7 +26,7 @@ from opentelemetry import trace
 from pgque import _consumer_policy as policy
 from pgque import tracing
 from pgque._acompat import ASYNC, Event, call_with_timeout, run_lanes, wait_event
-from pgque._consumer_options import ConsumerSettings, check_handler
+from pgque._consumer_options import ConsumerOptions, ConsumerSettings, check_handler
 from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._models import explain, model_name, validator
 from pgque.errors import ConnectionAbandoned, ConsumerGaveUp
@@ -64,6 +64,19 @@ class AsyncHandlers(ConsumerSettings):
     _observed: tuple[bool, bool]  # (tracing, metering), set per batch
     _abandoned: int
     _rate: RateLimiter | None
+
+    def _check_options(self, options: ConsumerOptions) -> None:
+        """A changed option must suit every handler registered (``concurrency`` above 1
+        and a transactional handler exclude each other)."""
+        for type, spec in getattr(self, "_handlers", {}).items():
+            try:
+                check_handler(options.concurrency, spec.transactional, spec.timeout,
+                              spec.ordered_by)  # fmt: skip
+            except ValueError as exc:
+                raise ValueError(
+                    f"consumer {options.name}: concurrency={options.concurrency} refused:"
+                    f" {exc} (the handler of type {type!r} is transactional)"
+                ) from None
 
     # -- registering -------------------------------------------------------------
 
@@ -231,8 +244,11 @@ class AsyncHandlers(ConsumerSettings):
         self, conn: psycopg.AsyncConnection[Any], msgs: list[Message]
     ) -> list[Outcome]:
         """An outcome per message, in message order."""
-        results: dict[int, Outcome] = {}
         single = self.concurrency == 1
+        if single and not any(spec.batch for spec in self._handlers.values()):
+            # the common case, kept lean: one message after another, no lanes
+            return [await self._outcome(conn, msg) for msg in msgs]
+        results: dict[int, Outcome] = {}
 
         async def run_lane(lane: list[Message]) -> None:
             lane_conn = conn if single else None
@@ -300,9 +316,10 @@ class AsyncHandlers(ConsumerSettings):
                 "no handler for event type=%s ev_id=%s; nacking", msg.type, msg.msg_id
             )
             return Outcome("nack", reason=f"no handler for type={msg.type}", unhandled=True)
-        if (invalid := self._invalid(spec, msg)) is not None:
+        if spec.validate is not None and (invalid := self._invalid(spec, msg)) is not None:
             return invalid
-        await self._take_tokens(1)
+        if self._rate is not None:
+            await self._take_tokens(1)
         tel = telemetry()
         traced, measured = self._observed
         started = time.perf_counter()
@@ -314,9 +331,9 @@ class AsyncHandlers(ConsumerSettings):
                               context=tracing.extract(msg.extra1, msg.extra4), attributes={
                     MESSAGE_ID: str(msg.msg_id), CONSUMER_GROUP: self.name,
                 }):  # fmt: skip
-                    await self._call(conn, spec, msg, f"msg_id={msg.msg_id}")
+                    await self._call(conn, spec, msg)
             else:  # nothing is created per message when nobody listens
-                await self._call(conn, spec, msg, f"msg_id={msg.msg_id}")
+                await self._call(conn, spec, msg)
         except (BatchAborted, ConnectionAbandoned, ConsumerGaveUp):
             raise
         except Exception as exc:
@@ -357,7 +374,6 @@ class AsyncHandlers(ConsumerSettings):
         traced, measured = self._observed
         started = time.perf_counter()
         failed: str | None = None
-        label = f"a batch of {len(msgs)} (msg_id={msgs[0].msg_id}...)"
         try:
             if traced:
                 parents = [tracing.extract(msg.extra1, msg.extra4) for msg in msgs]
@@ -365,16 +381,16 @@ class AsyncHandlers(ConsumerSettings):
                          for parent in parents if parent is not None]  # fmt: skip
                 attributes = {CONSUMER_GROUP: self.name, BATCH_MESSAGE_COUNT: len(msgs)}
                 with tel.span("process", self.queue, links=links, attributes=attributes):
-                    await self._call(conn, spec, msgs, label)
+                    await self._call(conn, spec, msgs)
             else:
-                await self._call(conn, spec, msgs, label)
+                await self._call(conn, spec, msgs)
         except (BatchAborted, ConnectionAbandoned, ConsumerGaveUp):
             raise
         except Exception as exc:
             failed = error_type(exc)
             if conn is not None and conn.closed:  # the batch is gone: no further handler
                 raise policy.connection_lost(exc) from exc
-            self._log.exception("batch handler failed for %s, nacking them", label)
+            self._log.exception("batch handler failed for %s, nacking them", _describe(msgs))
             return [
                 decided(msg)
                 or Outcome("nack", reason=policy.handler_failed_reason(exc, msg), error=exc)
@@ -388,14 +404,15 @@ class AsyncHandlers(ConsumerSettings):
 
     async def _call(
         self, conn: psycopg.AsyncConnection[Any] | None, spec: HandlerSpec,
-        arg: Message | list[Message], label: str,
+        arg: Message | list[Message],
     ) -> None:  # fmt: skip
         """Call the handler with ``arg`` (a message, or a batch handler's list) as its
         options say."""
         if spec.transactional:
             assert conn is not None
-            await self._call_transactional(conn, spec, arg, label)
+            await self._call_transactional(conn, spec, arg)
         elif spec.timeout is not None:
+            label = _describe(arg)
             name = f"pgque-handler-{label}"
             state = await call_with_timeout(lambda: spec.func(arg), spec.timeout, name)
             if state != "done":
@@ -405,13 +422,14 @@ class AsyncHandlers(ConsumerSettings):
 
     async def _call_transactional(
         self, conn: psycopg.AsyncConnection[Any], spec: HandlerSpec,
-        arg: Message | list[Message], label: str,
+        arg: Message | list[Message],
     ) -> None:  # fmt: skip
         # A savepoint: a failing handler's writes go, the batch goes on.
         async with conn.transaction():
             if spec.timeout is None:
                 await spec.func(arg, conn)
                 return
+            label = _describe(arg)
             name = f"pgque-handler-{label}"
             state = await call_with_timeout(lambda: spec.func(arg, conn), spec.timeout, name)
             if state == "stopped":
@@ -438,3 +456,10 @@ class AsyncHandlers(ConsumerSettings):
             if self._abandoned > self.max_abandoned:
                 raise ConsumerGaveUp(f"{self._abandoned} handlers timed out and are still running")
         raise TimeoutError(f"handler exceeded {timeout}s")
+
+
+def _describe(arg: Message | list[Message]) -> str:
+    """How logs and errors name the message(s) of a handler's call."""
+    if isinstance(arg, list):
+        return f"a batch of {len(arg)} (msg_id={arg[0].msg_id}...)"
+    return f"msg_id={arg.msg_id}"

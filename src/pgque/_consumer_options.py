@@ -187,7 +187,9 @@ class Option(Generic[T]):
 
     def __set__(self, obj: ConsumerSettings, value: T) -> None:
         changes: dict[str, Any] = {self.name: value}
-        obj.options = dataclasses.replace(obj.options, **changes)
+        options = dataclasses.replace(obj.options, **changes)
+        obj._check_options(options)
+        obj.options = options
 
 
 class ConsumerSettings:
@@ -196,6 +198,10 @@ class ConsumerSettings:
 
     #: The consumer's options, checked.
     options: ConsumerOptions
+
+    def _check_options(self, options: ConsumerOptions) -> None:
+        """Check options about to replace :attr:`options` against the rest of the
+        consumer (its handlers); raise ``ValueError`` to refuse them."""
 
     queue = Option[str]()
     name = Option[str]()

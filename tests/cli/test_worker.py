@@ -324,8 +324,8 @@ MISTAKES = [
     (["app:consumer", "--concurrency", "0"], ExitCode.USAGE,
      "--concurrency 0: concurrency must be >= 1, got 0 (consumer 'c')"),
     (["app:billing", "--concurrency", "2"], ExitCode.USAGE,
-     "--concurrency 2: consumer 'billing' has transactional handlers, which need"
-     " concurrency 1"),
+     "--concurrency 2: consumer billing: concurrency=2 refused: transactional handlers"
+     " need concurrency=1"),
 ]  # fmt: skip
 
 

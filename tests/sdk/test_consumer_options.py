@@ -59,6 +59,18 @@ def test_bad_option_combinations(kind: str) -> None:
         make(kind, "x", rate_limit=0)
 
 
+def test_concurrency_set_later_must_suit_the_handlers(kind: str) -> None:
+    """The order of the calls does not matter: concurrency > 1 set after a transactional
+    handler is refused as the handler is when the option comes first."""
+    consumer = make(kind, "x")
+    handle(consumer, lambda msg, conn: None, "t", transactional=True)
+    with pytest.raises(ValueError, match=r"consumer c: concurrency=2 refused: .*'t'"):
+        consumer.concurrency = 2
+    assert consumer.concurrency == 1
+    consumer.max_batch_time = 5.0  # other options still change
+    assert consumer.max_batch_time == 5.0
+
+
 def test_handler_nacks_and_dead_letters_its_messages(
     kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
 ) -> None:

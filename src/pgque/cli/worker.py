@@ -299,16 +299,6 @@ def _apply_concurrency(runnable: Runnable, concurrency: int) -> None:
     """Set ``concurrency`` on every consumer, checked as each consumer checks it."""
     members = _members(runnable)
     for consumer in members:
-        # A transactional handler shares the batch's connection: concurrency 1 only
-        # (what consumer.on() checks when the option is given first).
-        specs = getattr(consumer, "_handlers", {})
-        if concurrency > 1 and any(getattr(s, "transactional", False) for s in specs.values()):
-            raise CliError(
-                f"--concurrency {concurrency}: consumer {consumer.name!r} has transactional"
-                " handlers, which need concurrency 1 (they share the batch's connection)",
-                ExitCode.USAGE,
-            )
-    for consumer in members:
         try:
             consumer.concurrency = concurrency
         except (TypeError, ValueError) as exc:
