@@ -624,6 +624,24 @@ as $$
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
 
+-- Internal: the queue row by name, or queue_not_found ('queue not found:
+-- <name>'; a NULL name is written as i_null_as).
+create or replace function pgque._queue_row(i_queue_name text, i_null_as text default '<NULL>')
+returns pgque.queue
+language plpgsql stable
+as $$
+declare
+    q pgque.queue;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', coalesce(i_queue_name, i_null_as)
+            using detail = 'pgque:queue_not_found';
+    end if;
+    return q;
+end
+$$;
+
 -- Internal: waits for a row of pgque.mutex ('install', 'queues'), held until
 -- commit. A row lock on pgque's own table: no other login can take it, as it
 -- could an advisory lock key (docs/development.md, "Coordination").
@@ -981,6 +999,7 @@ declare
     v_queue_id integer;
     v_int integer;
     v_interval interval;
+    v_bool boolean;
     v_functions text[];
     v_function text;
 begin
@@ -992,57 +1011,47 @@ begin
         raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
     end if;
 
-    -- Each name maps to one column through this fixed list; the value is
-    -- cast, never spliced into SQL. NULL puts the column back to its default.
+    -- A value is cast and checked by its kind, then each name maps to one
+    -- column through this fixed list; never spliced into SQL. NULL puts the
+    -- column back to its default.
+    if x_param_name in ('ticker_max_lag', 'ticker_idle_period', 'rotation_period', 'event_ttl') then
+        v_interval := x_param_value::interval;
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: % must be > 0, got %', x_param_name, v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+    elsif x_param_name in ('ticker_max_count', 'max_retries') then
+        v_int := x_param_value::integer;
+        if v_int < 0 or (v_int = 0 and x_param_name = 'ticker_max_count') then
+            raise exception 'set_queue_config: % must be %, got %', x_param_name,
+                case x_param_name when 'max_retries' then '>= 0' else '> 0' end, v_int
+                using detail = 'pgque:invalid_argument';
+        end if;
+    elsif x_param_name in ('ticker_paused', 'external_ticker', 'disable_insert') then
+        v_bool := coalesce(x_param_value::boolean, false);
+    end if;
     case x_param_name
     when 'ticker_max_count' then
-        v_int := x_param_value::integer;
-        if v_int <= 0 then
-            raise exception 'set_queue_config: ticker_max_count must be > 0, got %', v_int
-                using detail = 'pgque:invalid_argument';
-        end if;
-        update pgque.queue set queue_ticker_max_count = coalesce(v_int, 500)
-         where queue_id = v_queue_id;
+        update pgque.queue set queue_ticker_max_count = coalesce(v_int, 500) where queue_id = v_queue_id;
     when 'ticker_max_lag' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: ticker_max_lag must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_ticker_max_lag = coalesce(v_interval, interval '3 seconds')
          where queue_id = v_queue_id;
+    when 'ticker_paused' then
+        update pgque.queue set queue_ticker_paused = v_bool where queue_id = v_queue_id;
     when 'ticker_idle_period' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: ticker_idle_period must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_ticker_idle_period = coalesce(v_interval, interval '1 minute')
          where queue_id = v_queue_id;
+    when 'external_ticker' then
+        update pgque.queue set queue_external_ticker = v_bool where queue_id = v_queue_id;
     when 'rotation_period' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: rotation_period must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_rotation_period = coalesce(v_interval, interval '2 hours')
          where queue_id = v_queue_id;
-    when 'ticker_paused' then
-        update pgque.queue set queue_ticker_paused = coalesce(x_param_value::boolean, false)
-         where queue_id = v_queue_id;
-    when 'external_ticker' then
-        update pgque.queue set queue_external_ticker = coalesce(x_param_value::boolean, false)
-         where queue_id = v_queue_id;
     when 'max_retries' then
-        v_int := x_param_value::integer;
-        if v_int < 0 then
-            raise exception 'set_queue_config: max_retries must be >= 0, got %', v_int
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
     when 'disable_insert' then
-        update pgque.queue set queue_disable_insert = coalesce(x_param_value::boolean, false)
-         where queue_id = v_queue_id;
+        update pgque.queue set queue_disable_insert = v_bool where queue_id = v_queue_id;
+    when 'event_ttl' then
+        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
     when 'extra_maint' then
         -- A text[] literal of function names; each must be one maint() may run.
         v_functions := x_param_value::text[];
@@ -1056,13 +1065,6 @@ begin
                       hint = 'The database owner allows a function f(text) returning integer with select pgque.register_maint_function(''f(text)'').';
         end if;
         update pgque.queue set queue_extra_maint = v_functions where queue_id = v_queue_id;
-    when 'event_ttl' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: event_ttl must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
-        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
     else
         -- The trailing "s" is PgQ's own wording, kept for callers matching it.
         raise exception 'cannot change parameter "%s"', x_param_name
@@ -2009,10 +2011,7 @@ declare
     v_last pgque.tick%rowtype;
 begin
     perform pgque._require_read_committed('pgque.ticker');
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    q := pgque._queue_row(i_queue_name);
     if q.queue_ticker_paused then
         raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
             using detail = 'pgque:ticker_paused';
@@ -2060,10 +2059,7 @@ declare
     v_last_tick bigint;
     v_seq regclass;
 begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    q := pgque._queue_row(i_queue_name);
     -- Upstream PgQue raises here where PgQ returns the last tick silently.
     if q.queue_ticker_paused then
         raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
@@ -4321,10 +4317,7 @@ begin
         return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                    null, null, null, null);
     end if;
-    perform 1 from pgque.queue where queue_name = i_queue;
-    if not found then
-        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
-    end if;
+    perform pgque._queue_row(i_queue);
     insert into pgque.delayed_events (de_queue_name, de_deliver_at, de_type, de_data)
     values (i_queue, i_deliver_at, i_type, i_payload)
     returning de_id into v_id;
@@ -4917,10 +4910,7 @@ begin
             coalesce(i_limit::text, 'NULL'), i_queue_name
             using detail = 'pgque:invalid_argument';
     end if;
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    q := pgque._queue_row(i_queue_name);
     -- Each event table is indexed on ev_txid only: read each one backwards
     -- along that index with a limit (ordering by ev_id too would sort a
     -- whole transaction's events), then merge the few rows found.
@@ -5428,6 +5418,7 @@ declare
     v_queue_id integer;
     v_n integer;
 begin
+    -- Inline, not _queue_row: every slot call (receive_partitioned's too) runs it.
     select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
@@ -5501,10 +5492,7 @@ begin
         raise exception 'slot count must be >= 1, got % (consumer % on queue %)',
             coalesce(i_n::text, 'NULL'), i_consumer, i_queue using detail = 'pgque:invalid_argument';
     end if;
-    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
-    if not found then
-        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
-    end if;
+    v_queue_id := (pgque._queue_row(i_queue)).queue_id;
     insert into pgque.partition_consumer (queue_id, co_name, n)
     values (v_queue_id, i_consumer, i_n)
     on conflict (queue_id, co_name) do nothing;
@@ -5946,10 +5934,7 @@ declare
     v_queue_id integer;
     v_next timestamptz;
 begin
-    select q.queue_id into v_queue_id from pgque.queue q where q.queue_name = $1;
-    if not found then
-        raise exception 'queue not found: %', $1 using detail = 'pgque:queue_not_found';
-    end if;
+    v_queue_id := (pgque._queue_row($1)).queue_id;
     if $2 is null or $2 !~ '^[^[:cntrl:]]{1,200}$' or $2 <> pg_catalog.btrim($2) then
         raise exception 'schedule: a schedule name is 1 to 200 characters without control characters or surrounding spaces, got % (queue %)',
             coalesce(pg_catalog.quote_literal($2), 'NULL'), $1 using detail = 'pgque:invalid_argument';
@@ -6844,18 +6829,12 @@ create or replace function pgque._observed_queue(i_caller text, i_queue_name tex
 returns pgque.queue
 language plpgsql stable
 as $$
-declare
-    q pgque.queue;
 begin
     if i_queue_name is null then
         raise exception '%: queue name must not be null', i_caller
             using detail = 'pgque:invalid_argument';
     end if;
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
-    return q;
+    return pgque._queue_row(i_queue_name);
 end
 $$;
 
@@ -7789,25 +7768,6 @@ comment on function pgque.assert_dlq_empty(text) is
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
 
--- Internal: the queue row, or an error naming the queue.
-create or replace function pgque._spark_queue(i_queue_name text)
-returns pgque.queue
-language plpgsql stable
-as $$
-declare
-    q pgque.queue;
-begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', coalesce(i_queue_name, 'NULL')
-            using detail = 'pgque:queue_not_found';
-    end if;
-    return q;
-end
-$$;
-comment on function pgque._spark_queue(text) is
-    'Internal: the queue row of a Spark call, or a queue_not_found error.';
-
 -- Internal: the error for a tick of queue q that does not exist, saying
 -- whether rotation removed it or it was never made.
 create or replace function pgque._spark_missing_tick(q pgque.queue, i_tick bigint)
@@ -7861,7 +7821,7 @@ begin
             coalesce(i_part::text, 'NULL'), coalesce(i_nparts::text, 'NULL')
             using detail = 'pgque:invalid_argument';
     end if;
-    q := pgque._spark_queue(i_queue_name);
+    q := pgque._queue_row(i_queue_name, 'NULL');
     -- Rotation step 1 takes this row FOR NO KEY UPDATE and skips it when
     -- locked: while the caller's transaction lasts, no event table can be
     -- truncated under its read (a KEY SHARE lock would not conflict).
@@ -7916,7 +7876,7 @@ language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
 begin
     select t.tick_id, t.tick_time, t.tick_event_seq
       into tick_id, tick_time, tick_event_seq
@@ -7961,7 +7921,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_tick bigint;
 begin
     if coalesce(i_consumer_name, '') = '' then
@@ -8006,7 +7966,7 @@ language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_from_seq bigint;
     v_end bigint;
 begin
@@ -8047,7 +8007,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
 begin
     if i_tick is null then
         raise exception 'spark_advance: the tick must not be NULL'
@@ -8218,7 +8178,7 @@ declare
     v_total bigint := 0;
     v_work_mem text;
 begin
-    perform pgque._spark_queue(i_queue_name);
+    perform pgque._queue_row(i_queue_name, 'NULL');
     if coalesce(i_write_id, '') = '' then
         raise exception 'spark_publish: the write id must be given'
             using detail = 'pgque:invalid_argument';

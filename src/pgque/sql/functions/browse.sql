@@ -26,10 +26,7 @@ begin
             coalesce(i_limit::text, 'NULL'), i_queue_name
             using detail = 'pgque:invalid_argument';
     end if;
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    q := pgque._queue_row(i_queue_name);
     -- Each event table is indexed on ev_txid only: read each one backwards
     -- along that index with a limit (ordering by ev_id too would sort a
     -- whole transaction's events), then merge the few rows found.

@@ -23,10 +23,7 @@ begin
         return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                    null, null, null, null);
     end if;
-    perform 1 from pgque.queue where queue_name = i_queue;
-    if not found then
-        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
-    end if;
+    perform pgque._queue_row(i_queue);
     insert into pgque.delayed_events (de_queue_name, de_deliver_at, de_type, de_data)
     values (i_queue, i_deliver_at, i_type, i_payload)
     returning de_id into v_id;

@@ -13,18 +13,12 @@ create or replace function pgque._observed_queue(i_caller text, i_queue_name tex
 returns pgque.queue
 language plpgsql stable
 as $$
-declare
-    q pgque.queue;
 begin
     if i_queue_name is null then
         raise exception '%: queue name must not be null', i_caller
             using detail = 'pgque:invalid_argument';
     end if;
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
-    return q;
+    return pgque._queue_row(i_queue_name);
 end
 $$;
 

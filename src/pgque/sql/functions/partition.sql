@@ -45,6 +45,7 @@ declare
     v_queue_id integer;
     v_n integer;
 begin
+    -- Inline, not _queue_row: every slot call (receive_partitioned's too) runs it.
     select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
@@ -118,10 +119,7 @@ begin
         raise exception 'slot count must be >= 1, got % (consumer % on queue %)',
             coalesce(i_n::text, 'NULL'), i_consumer, i_queue using detail = 'pgque:invalid_argument';
     end if;
-    select queue_id into v_queue_id from pgque.queue where queue_name = i_queue;
-    if not found then
-        raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
-    end if;
+    v_queue_id := (pgque._queue_row(i_queue)).queue_id;
     insert into pgque.partition_consumer (queue_id, co_name, n)
     values (v_queue_id, i_consumer, i_n)
     on conflict (queue_id, co_name) do nothing;

@@ -335,6 +335,7 @@ declare
     v_queue_id integer;
     v_int integer;
     v_interval interval;
+    v_bool boolean;
     v_functions text[];
     v_function text;
 begin
@@ -346,57 +347,47 @@ begin
         raise exception 'No such event queue' using detail = 'pgque:queue_not_found';
     end if;
 
-    -- Each name maps to one column through this fixed list; the value is
-    -- cast, never spliced into SQL. NULL puts the column back to its default.
+    -- A value is cast and checked by its kind, then each name maps to one
+    -- column through this fixed list; never spliced into SQL. NULL puts the
+    -- column back to its default.
+    if x_param_name in ('ticker_max_lag', 'ticker_idle_period', 'rotation_period', 'event_ttl') then
+        v_interval := x_param_value::interval;
+        if v_interval <= interval '0' then
+            raise exception 'set_queue_config: % must be > 0, got %', x_param_name, v_interval
+                using detail = 'pgque:invalid_argument';
+        end if;
+    elsif x_param_name in ('ticker_max_count', 'max_retries') then
+        v_int := x_param_value::integer;
+        if v_int < 0 or (v_int = 0 and x_param_name = 'ticker_max_count') then
+            raise exception 'set_queue_config: % must be %, got %', x_param_name,
+                case x_param_name when 'max_retries' then '>= 0' else '> 0' end, v_int
+                using detail = 'pgque:invalid_argument';
+        end if;
+    elsif x_param_name in ('ticker_paused', 'external_ticker', 'disable_insert') then
+        v_bool := coalesce(x_param_value::boolean, false);
+    end if;
     case x_param_name
     when 'ticker_max_count' then
-        v_int := x_param_value::integer;
-        if v_int <= 0 then
-            raise exception 'set_queue_config: ticker_max_count must be > 0, got %', v_int
-                using detail = 'pgque:invalid_argument';
-        end if;
-        update pgque.queue set queue_ticker_max_count = coalesce(v_int, 500)
-         where queue_id = v_queue_id;
+        update pgque.queue set queue_ticker_max_count = coalesce(v_int, 500) where queue_id = v_queue_id;
     when 'ticker_max_lag' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: ticker_max_lag must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_ticker_max_lag = coalesce(v_interval, interval '3 seconds')
          where queue_id = v_queue_id;
+    when 'ticker_paused' then
+        update pgque.queue set queue_ticker_paused = v_bool where queue_id = v_queue_id;
     when 'ticker_idle_period' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: ticker_idle_period must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_ticker_idle_period = coalesce(v_interval, interval '1 minute')
          where queue_id = v_queue_id;
+    when 'external_ticker' then
+        update pgque.queue set queue_external_ticker = v_bool where queue_id = v_queue_id;
     when 'rotation_period' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: rotation_period must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_rotation_period = coalesce(v_interval, interval '2 hours')
          where queue_id = v_queue_id;
-    when 'ticker_paused' then
-        update pgque.queue set queue_ticker_paused = coalesce(x_param_value::boolean, false)
-         where queue_id = v_queue_id;
-    when 'external_ticker' then
-        update pgque.queue set queue_external_ticker = coalesce(x_param_value::boolean, false)
-         where queue_id = v_queue_id;
     when 'max_retries' then
-        v_int := x_param_value::integer;
-        if v_int < 0 then
-            raise exception 'set_queue_config: max_retries must be >= 0, got %', v_int
-                using detail = 'pgque:invalid_argument';
-        end if;
         update pgque.queue set queue_max_retries = v_int where queue_id = v_queue_id;
     when 'disable_insert' then
-        update pgque.queue set queue_disable_insert = coalesce(x_param_value::boolean, false)
-         where queue_id = v_queue_id;
+        update pgque.queue set queue_disable_insert = v_bool where queue_id = v_queue_id;
+    when 'event_ttl' then
+        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
     when 'extra_maint' then
         -- A text[] literal of function names; each must be one maint() may run.
         v_functions := x_param_value::text[];
@@ -410,13 +401,6 @@ begin
                       hint = 'The database owner allows a function f(text) returning integer with select pgque.register_maint_function(''f(text)'').';
         end if;
         update pgque.queue set queue_extra_maint = v_functions where queue_id = v_queue_id;
-    when 'event_ttl' then
-        v_interval := x_param_value::interval;
-        if v_interval <= interval '0' then
-            raise exception 'set_queue_config: event_ttl must be > 0, got %', v_interval
-                using detail = 'pgque:invalid_argument';
-        end if;
-        update pgque.queue set queue_event_ttl = v_interval where queue_id = v_queue_id;
     else
         -- The trailing "s" is PgQ's own wording, kept for callers matching it.
         raise exception 'cannot change parameter "%s"', x_param_name

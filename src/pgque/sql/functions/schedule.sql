@@ -191,10 +191,7 @@ declare
     v_queue_id integer;
     v_next timestamptz;
 begin
-    select q.queue_id into v_queue_id from pgque.queue q where q.queue_name = $1;
-    if not found then
-        raise exception 'queue not found: %', $1 using detail = 'pgque:queue_not_found';
-    end if;
+    v_queue_id := (pgque._queue_row($1)).queue_id;
     if $2 is null or $2 !~ '^[^[:cntrl:]]{1,200}$' or $2 <> pg_catalog.btrim($2) then
         raise exception 'schedule: a schedule name is 1 to 200 characters without control characters or surrounding spaces, got % (queue %)',
             coalesce(pg_catalog.quote_literal($2), 'NULL'), $1 using detail = 'pgque:invalid_argument';

@@ -16,25 +16,6 @@
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
 
--- Internal: the queue row, or an error naming the queue.
-create or replace function pgque._spark_queue(i_queue_name text)
-returns pgque.queue
-language plpgsql stable
-as $$
-declare
-    q pgque.queue;
-begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', coalesce(i_queue_name, 'NULL')
-            using detail = 'pgque:queue_not_found';
-    end if;
-    return q;
-end
-$$;
-comment on function pgque._spark_queue(text) is
-    'Internal: the queue row of a Spark call, or a queue_not_found error.';
-
 -- Internal: the error for a tick of queue q that does not exist, saying
 -- whether rotation removed it or it was never made.
 create or replace function pgque._spark_missing_tick(q pgque.queue, i_tick bigint)
@@ -88,7 +69,7 @@ begin
             coalesce(i_part::text, 'NULL'), coalesce(i_nparts::text, 'NULL')
             using detail = 'pgque:invalid_argument';
     end if;
-    q := pgque._spark_queue(i_queue_name);
+    q := pgque._queue_row(i_queue_name, 'NULL');
     -- Rotation step 1 takes this row FOR NO KEY UPDATE and skips it when
     -- locked: while the caller's transaction lasts, no event table can be
     -- truncated under its read (a KEY SHARE lock would not conflict).
@@ -143,7 +124,7 @@ language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
 begin
     select t.tick_id, t.tick_time, t.tick_event_seq
       into tick_id, tick_time, tick_event_seq
@@ -188,7 +169,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_tick bigint;
 begin
     if coalesce(i_consumer_name, '') = '' then
@@ -233,7 +214,7 @@ language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_from_seq bigint;
     v_end bigint;
 begin
@@ -274,7 +255,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    q pgque.queue := pgque._spark_queue(i_queue_name);
+    q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
 begin
     if i_tick is null then
         raise exception 'spark_advance: the tick must not be NULL'
@@ -445,7 +426,7 @@ declare
     v_total bigint := 0;
     v_work_mem text;
 begin
-    perform pgque._spark_queue(i_queue_name);
+    perform pgque._queue_row(i_queue_name, 'NULL');
     if coalesce(i_write_id, '') = '' then
         raise exception 'spark_publish: the write id must be given'
             using detail = 'pgque:invalid_argument';

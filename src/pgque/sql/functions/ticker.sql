@@ -226,10 +226,7 @@ declare
     v_last pgque.tick%rowtype;
 begin
     perform pgque._require_read_committed('pgque.ticker');
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    q := pgque._queue_row(i_queue_name);
     if q.queue_ticker_paused then
         raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name
             using detail = 'pgque:ticker_paused';
@@ -277,10 +274,7 @@ declare
     v_last_tick bigint;
     v_seq regclass;
 begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
+    q := pgque._queue_row(i_queue_name);
     -- Upstream PgQue raises here where PgQ returns the last tick silently.
     if q.queue_ticker_paused then
         raise exception 'queue % is paused (queue_ticker_paused = true)', i_queue_name

@@ -112,6 +112,24 @@ as $$
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
 
+-- Internal: the queue row by name, or queue_not_found ('queue not found:
+-- <name>'; a NULL name is written as i_null_as).
+create or replace function pgque._queue_row(i_queue_name text, i_null_as text default '<NULL>')
+returns pgque.queue
+language plpgsql stable
+as $$
+declare
+    q pgque.queue;
+begin
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', coalesce(i_queue_name, i_null_as)
+            using detail = 'pgque:queue_not_found';
+    end if;
+    return q;
+end
+$$;
+
 -- Internal: waits for a row of pgque.mutex ('install', 'queues'), held until
 -- commit. A row lock on pgque's own table: no other login can take it, as it
 -- could an advisory lock key (docs/development.md, "Coordination").
