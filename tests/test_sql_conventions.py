@@ -35,7 +35,6 @@ KEPT_NAMES: dict[str, set[str]] = {
     "_first_event_unticked": names("q"),
     "_event_table_name": names("q"),
     "_queue_relation": names("q"),
-    "_spark_missing_tick": names("q"),
     "_spark_subscription": names("q"),
     "_unticked_since": names("q"),
     "assert_dlq_empty": names("queue"),

@@ -664,6 +664,29 @@ comment on function pgque._lock_mutex(text) is
 -- file: functions/queue_admin.sql
 -- Creating, configuring and dropping queues.
 
+-- Internal: a new queue's or consumer's name (i_what: 'queue', 'consumer'):
+-- not empty, and, since a name is shown in tables, log lines and URLs, no
+-- line breaks or other control characters, no spaces at either end (names
+-- that look alike).
+create or replace function pgque._check_name(i_what text, i_name text)
+returns void
+language plpgsql immutable
+as $$
+begin
+    if coalesce(i_name, '') = '' then
+        raise exception '% name must not be empty', i_what using detail = 'pgque:invalid_argument';
+    end if;
+    if i_name ~ '[[:cntrl:]]' then
+        raise exception '% name % must not contain control characters (newline, tab, ...)',
+            i_what, pg_catalog.to_json(i_name) using detail = 'pgque:invalid_argument';
+    end if;
+    if i_name ~ '^[[:space:]]|[[:space:]]$' then
+        raise exception '% name % must not begin or end with a space',
+            i_what, pg_catalog.to_json(i_name) using detail = 'pgque:invalid_argument';
+    end if;
+end
+$$;
+
 create or replace function pgque._check_queue_name(i_queue_name text)
 returns void
 language plpgsql immutable
@@ -672,21 +695,7 @@ begin
     if i_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
     end if;
-    if i_queue_name = '' then
-        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
-    end if;
-    -- A name is shown in tables, log lines and URLs: no line breaks or other
-    -- control characters, no spaces at either end (names that look alike).
-    if i_queue_name ~ '[[:cntrl:]]' then
-        raise exception 'queue name % must not contain control characters (newline, tab, ...)',
-            pg_catalog.to_json(i_queue_name)
-            using detail = 'pgque:invalid_argument';
-    end if;
-    if i_queue_name ~ '^[[:space:]]|[[:space:]]$' then
-        raise exception 'queue name % must not begin or end with a space',
-            pg_catalog.to_json(i_queue_name)
-            using detail = 'pgque:invalid_argument';
-    end if;
+    perform pgque._check_name('queue', i_queue_name);
     -- The NOTIFY channel 'pgque_<name>' is an identifier: at most 63 bytes.
     if pg_catalog.octet_length(i_queue_name) > 57 then
         raise exception 'queue name too long: % bytes (max 57). pg_notify channel ''pgque_<queue_name>'' must fit in 63 bytes.',
@@ -2210,27 +2219,6 @@ begin
 end
 $$;
 
--- Internal: a new consumer's name checked as queue names are (_check_queue_name):
--- not empty, no control characters, no spaces at either end.
-create or replace function pgque._check_consumer_name(i_consumer text)
-returns void
-language plpgsql immutable
-as $$
-begin
-    if coalesce(i_consumer, '') = '' then
-        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
-    end if;
-    if i_consumer ~ '[[:cntrl:]]' then
-        raise exception 'consumer name % must not contain control characters (newline, tab, ...)',
-            pg_catalog.to_json(i_consumer) using detail = 'pgque:invalid_argument';
-    end if;
-    if i_consumer ~ '^[[:space:]]|[[:space:]]$' then
-        raise exception 'consumer name % must not begin or end with a space',
-            pg_catalog.to_json(i_consumer) using detail = 'pgque:invalid_argument';
-    end if;
-end
-$$;
-
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
 returns integer
@@ -2259,7 +2247,7 @@ declare
     v_tick_id bigint;
 begin
     v_queue_id := pgque._registration_queue(i_queue, false);
-    perform pgque._check_consumer_name(i_consumer);
+    perform pgque._check_name('consumer', i_consumer);
 
     -- The consumer row is locked, so an unregister elsewhere cannot delete it
     -- under us and two registrations of one name run one after the other.
@@ -2596,17 +2584,9 @@ create or replace function pgque.next_batch_info(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$
-begin
-    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
-        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
-    end if;
-    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
-                  cur_tick_event_seq, prev_tick_event_seq
-      from pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
-end
-$$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+as $$ select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null) $$
+language sql
+security definer set search_path = pgque, pg_catalog, pg_temp;
 comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
 
@@ -2984,23 +2964,11 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
+-- ack (receive.sql) is the same: not a partition slot's batch
+-- (ack_partitioned closes those, under the slot's lease), nor a cooperative main's.
 as $$
 begin
-    -- The usual batch in one statement, as ack (keep the two alike): not a
-    -- partition slot's (ack_partitioned closes those, under the slot's
-    -- lease), not a cooperative main's.
-    update pgque.subscription s
-       set sub_active = pg_catalog.now(),
-           sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
-           sub_next_tick = null, sub_batch = null
-      from pgque.consumer c
-     where s.sub_batch = x_batch_id and s.sub_role <> 'coop_main'
-       and c.co_id = s.sub_consumer and not pgque._is_slot_consumer(c.co_name);
-    if found then
-        return 1;
-    end if;
-    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.ack_partitioned()');
-    return pgque._finish_batch(x_batch_id);
+    return pgque.ack(x_batch_id);
 end
 $$;
 comment on function pgque.finish_batch(bigint) is
@@ -3642,6 +3610,18 @@ $$;
 comment on function pgque.maint_tables_to_vacuum() is
     'The hot bookkeeping tables to VACUUM regularly (in separate statements: VACUUM cannot run in a function).';
 
+-- Internal: the queues whose rotation is due (step 1), by name.
+create or replace function pgque._rotation_due()
+returns setof text
+language sql stable
+as $$
+    select queue_name from pgque.queue
+     where queue_rotation_period is not null
+       and queue_switch_step2 is not null
+       and queue_switch_time + queue_rotation_period < current_timestamp
+     order by queue_name
+$$;
+
 create or replace function pgque.maint_operations(out func_name text, out func_arg text)
 returns setof record
 language plpgsql
@@ -3649,18 +3629,13 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     q record;
+    v_queue text;
     v_rotation_due boolean := false;
     v_func text;
 begin
-    for q in
-        select queue_name from pgque.queue
-         where queue_rotation_period is not null
-           and queue_switch_step2 is not null
-           and queue_switch_time + queue_rotation_period < current_timestamp
-         order by queue_name
-    loop
+    for v_queue in select pgque._rotation_due() loop
         func_name := 'pgque.maint_rotate_tables_step1';
-        func_arg := q.queue_name;
+        func_arg := v_queue;
         v_rotation_due := true;
         return next;
     end loop;
@@ -3796,6 +3771,7 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     q record;
+    v_queue text;
     v_func text;
     v_total integer := 0;
 begin
@@ -3805,14 +3781,8 @@ begin
     v_total := v_total + pgque._move_retry_events(null);
     v_total := v_total + pgque.maint_deliver_delayed();
     -- 3. Rotation step 1 where due; step 2 follows in the next round.
-    for q in
-        select queue_name from pgque.queue
-         where queue_rotation_period is not null
-           and queue_switch_step2 is not null
-           and queue_switch_time + queue_rotation_period < current_timestamp
-         order by queue_name
-    loop
-        v_total := v_total + pgque.maint_rotate_tables_step1(q.queue_name);
+    for v_queue in select pgque._rotation_due() loop
+        v_total := v_total + pgque.maint_rotate_tables_step1(v_queue);
     end loop;
     -- 4. Per-queue extra maintenance functions.
     for q in
@@ -4543,8 +4513,8 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
-    -- The usual batch in one statement, as finish_batch (keep the two
-    -- alike): not a partition slot's, not a cooperative main's.
+    -- The usual batch in one statement (finish_batch is this function):
+    -- not a partition slot's, not a cooperative main's.
     update pgque.subscription s
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
@@ -4667,8 +4637,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
-    return pgque._nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+    return pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end
 $$;
 comment on function pgque.nack(bigint, pgque.message, interval, text) is
@@ -5049,7 +5018,7 @@ begin
         end if;
         return v_created;
     end if;
-    perform pgque._check_consumer_name(v_member_name);
+    perform pgque._check_name('consumer', v_member_name);
     insert into pgque.consumer (co_name) values (v_member_name) on conflict (co_name) do nothing;
     select co_id into v_co_id from pgque.consumer where co_name = v_member_name for update;
     insert into pgque.subscription (sub_id, sub_queue, sub_consumer, sub_last_tick, sub_role)
@@ -7768,32 +7737,37 @@ comment on function pgque.assert_dlq_empty(text) is
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
 
--- Internal: the error for a tick of queue q that does not exist, saying
--- whether rotation removed it or it was never made.
-create or replace function pgque._spark_missing_tick(q pgque.queue, i_tick bigint)
-returns void
+-- Internal: tick i_tick of queue i_queue, or the error for a tick that does
+-- not exist, saying whether rotation removed it or it was never made.
+create or replace function pgque._spark_tick(i_queue pgque.queue, i_tick bigint)
+returns pgque.tick
 language plpgsql stable
 as $$
 declare
+    v_tick pgque.tick;
     v_oldest bigint;
     v_latest bigint;
 begin
+    select * into v_tick from pgque.tick where tick_queue = i_queue.queue_id and tick_id = i_tick;
+    if found then
+        return v_tick;
+    end if;
     select pg_catalog.min(tick_id), pg_catalog.max(tick_id) into v_oldest, v_latest
-      from pgque.tick where tick_queue = q.queue_id;
+      from pgque.tick where tick_queue = i_queue.queue_id;
     if v_oldest is not null and i_tick < v_oldest then
         raise exception 'queue %: tick % was rotated away (oldest retained tick is %); the events after it are no longer complete',
-            q.queue_name, i_tick, v_oldest
+            i_queue.queue_name, i_tick, v_oldest
             using detail = 'pgque:tick_not_found',
                   hint = 'The Spark checkpoint (or the asked start) is older than the queue retains: restart the query from a new checkpoint, with startingPosition consumer or latest.';
     end if;
     raise exception 'queue %: tick % does not exist (latest tick is %)',
-        q.queue_name, i_tick, coalesce(v_latest::text, 'none')
+        i_queue.queue_name, i_tick, coalesce(v_latest::text, 'none')
         using detail = 'pgque:tick_not_found',
               hint = 'Is the checkpoint from another database, or was the queue dropped and created again?';
 end
 $$;
-comment on function pgque._spark_missing_tick(pgque.queue, bigint) is
-    'Internal: raises the error for a missing tick of a queue: rotated away, or never made.';
+comment on function pgque._spark_tick(pgque.queue, bigint) is
+    'Internal: a tick of a queue, or tick_not_found: rotated away, or never made.';
 
 create or replace function pgque.spark_range_sql(
     i_queue_name text, i_from_tick bigint, i_to_tick bigint,
@@ -7828,16 +7802,8 @@ begin
     perform 1 from pgque.queue where queue_id = q.queue_id for share;
     select * into q from pgque.queue where queue_id = q.queue_id;
 
-    select tick_snapshot into v_s1 from pgque.tick
-     where tick_queue = q.queue_id and tick_id = i_from_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_from_tick);
-    end if;
-    select tick_snapshot into v_s2 from pgque.tick
-     where tick_queue = q.queue_id and tick_id = i_to_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_to_tick);
-    end if;
+    v_s1 := (pgque._spark_tick(q, i_from_tick)).tick_snapshot;
+    v_s2 := (pgque._spark_tick(q, i_to_tick)).tick_snapshot;
     -- Retry copies (ev_owner set) belong to the consumer that nacked them;
     -- partitions split by ev_id. An empty range (one tick) selects nothing.
     if i_nparts > 1 then
@@ -7941,10 +7907,7 @@ begin
         end if;
     elsif i_position ~ '^[0-9]{1,18}$' then
         v_tick := i_position::bigint;
-        perform 1 from pgque.tick where tick_queue = q.queue_id and tick_id = v_tick;
-        if not found then
-            perform pgque._spark_missing_tick(q, v_tick);
-        end if;
+        perform pgque._spark_tick(q, v_tick);
     else
         raise exception 'startingPosition must be consumer, latest or a tick id, not %', i_position
             using detail = 'pgque:invalid_argument';
@@ -7977,11 +7940,7 @@ begin
     if i_consumer_name is not null then
         perform pgque._spark_subscription(q, i_consumer_name);
     end if;
-    select tick_event_seq into v_from_seq from pgque.tick
-     where tick_queue = q.queue_id and tick_id = i_from_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_from_tick);
-    end if;
+    v_from_seq := (pgque._spark_tick(q, i_from_tick)).tick_event_seq;
     -- The furthest tick within the limits; at least one tick when any is
     -- newer (a tick range cannot be split). Event counts come from the
     -- event sequence, an estimate.
@@ -8015,10 +7974,7 @@ begin
     end if;
     -- Never re-create a consumer someone removed: its events may be gone.
     perform pgque._spark_subscription(q, i_consumer_name);
-    perform 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_tick);
-    end if;
+    perform pgque._spark_tick(q, i_tick);
     return pgque.register_consumer_at(i_queue_name, i_consumer_name, i_tick);
 end
 $$;

@@ -202,17 +202,9 @@ create or replace function pgque.next_batch_info(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$
-begin
-    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
-        perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
-    end if;
-    select * into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
-                  cur_tick_event_seq, prev_tick_event_seq
-      from pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null);
-end
-$$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+as $$ select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null) $$
+language sql
+security definer set search_path = pgque, pg_catalog, pg_temp;
 comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
 
@@ -590,23 +582,11 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
+-- ack (receive.sql) is the same: not a partition slot's batch
+-- (ack_partitioned closes those, under the slot's lease), nor a cooperative main's.
 as $$
 begin
-    -- The usual batch in one statement, as ack (keep the two alike): not a
-    -- partition slot's (ack_partitioned closes those, under the slot's
-    -- lease), not a cooperative main's.
-    update pgque.subscription s
-       set sub_active = pg_catalog.now(),
-           sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
-           sub_next_tick = null, sub_batch = null
-      from pgque.consumer c
-     where s.sub_batch = x_batch_id and s.sub_role <> 'coop_main'
-       and c.co_id = s.sub_consumer and not pgque._is_slot_consumer(c.co_name);
-    if found then
-        return 1;
-    end if;
-    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.ack_partitioned()');
-    return pgque._finish_batch(x_batch_id);
+    return pgque.ack(x_batch_id);
 end
 $$;
 comment on function pgque.finish_batch(bigint) is

@@ -46,27 +46,6 @@ begin
 end
 $$;
 
--- Internal: a new consumer's name checked as queue names are (_check_queue_name):
--- not empty, no control characters, no spaces at either end.
-create or replace function pgque._check_consumer_name(i_consumer text)
-returns void
-language plpgsql immutable
-as $$
-begin
-    if coalesce(i_consumer, '') = '' then
-        raise exception 'consumer name must not be empty' using detail = 'pgque:invalid_argument';
-    end if;
-    if i_consumer ~ '[[:cntrl:]]' then
-        raise exception 'consumer name % must not contain control characters (newline, tab, ...)',
-            pg_catalog.to_json(i_consumer) using detail = 'pgque:invalid_argument';
-    end if;
-    if i_consumer ~ '^[[:space:]]|[[:space:]]$' then
-        raise exception 'consumer name % must not begin or end with a space',
-            pg_catalog.to_json(i_consumer) using detail = 'pgque:invalid_argument';
-    end if;
-end
-$$;
-
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
 returns integer
@@ -95,7 +74,7 @@ declare
     v_tick_id bigint;
 begin
     v_queue_id := pgque._registration_queue(i_queue, false);
-    perform pgque._check_consumer_name(i_consumer);
+    perform pgque._check_name('consumer', i_consumer);
 
     -- The consumer row is locked, so an unregister elsewhere cannot delete it
     -- under us and two registrations of one name run one after the other.

@@ -99,7 +99,7 @@ begin
         end if;
         return v_created;
     end if;
-    perform pgque._check_consumer_name(v_member_name);
+    perform pgque._check_name('consumer', v_member_name);
     insert into pgque.consumer (co_name) values (v_member_name) on conflict (co_name) do nothing;
     select co_id into v_co_id from pgque.consumer where co_name = v_member_name for update;
     insert into pgque.subscription (sub_id, sub_queue, sub_consumer, sub_last_tick, sub_role)

@@ -124,6 +124,18 @@ $$;
 comment on function pgque.maint_tables_to_vacuum() is
     'The hot bookkeeping tables to VACUUM regularly (in separate statements: VACUUM cannot run in a function).';
 
+-- Internal: the queues whose rotation is due (step 1), by name.
+create or replace function pgque._rotation_due()
+returns setof text
+language sql stable
+as $$
+    select queue_name from pgque.queue
+     where queue_rotation_period is not null
+       and queue_switch_step2 is not null
+       and queue_switch_time + queue_rotation_period < current_timestamp
+     order by queue_name
+$$;
+
 create or replace function pgque.maint_operations(out func_name text, out func_arg text)
 returns setof record
 language plpgsql
@@ -131,18 +143,13 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     q record;
+    v_queue text;
     v_rotation_due boolean := false;
     v_func text;
 begin
-    for q in
-        select queue_name from pgque.queue
-         where queue_rotation_period is not null
-           and queue_switch_step2 is not null
-           and queue_switch_time + queue_rotation_period < current_timestamp
-         order by queue_name
-    loop
+    for v_queue in select pgque._rotation_due() loop
         func_name := 'pgque.maint_rotate_tables_step1';
-        func_arg := q.queue_name;
+        func_arg := v_queue;
         v_rotation_due := true;
         return next;
     end loop;
@@ -278,6 +285,7 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
     q record;
+    v_queue text;
     v_func text;
     v_total integer := 0;
 begin
@@ -287,14 +295,8 @@ begin
     v_total := v_total + pgque._move_retry_events(null);
     v_total := v_total + pgque.maint_deliver_delayed();
     -- 3. Rotation step 1 where due; step 2 follows in the next round.
-    for q in
-        select queue_name from pgque.queue
-         where queue_rotation_period is not null
-           and queue_switch_step2 is not null
-           and queue_switch_time + queue_rotation_period < current_timestamp
-         order by queue_name
-    loop
-        v_total := v_total + pgque.maint_rotate_tables_step1(q.queue_name);
+    for v_queue in select pgque._rotation_due() loop
+        v_total := v_total + pgque.maint_rotate_tables_step1(v_queue);
     end loop;
     -- 4. Per-queue extra maintenance functions.
     for q in

@@ -1,5 +1,28 @@
 -- Creating, configuring and dropping queues.
 
+-- Internal: a new queue's or consumer's name (i_what: 'queue', 'consumer'):
+-- not empty, and, since a name is shown in tables, log lines and URLs, no
+-- line breaks or other control characters, no spaces at either end (names
+-- that look alike).
+create or replace function pgque._check_name(i_what text, i_name text)
+returns void
+language plpgsql immutable
+as $$
+begin
+    if coalesce(i_name, '') = '' then
+        raise exception '% name must not be empty', i_what using detail = 'pgque:invalid_argument';
+    end if;
+    if i_name ~ '[[:cntrl:]]' then
+        raise exception '% name % must not contain control characters (newline, tab, ...)',
+            i_what, pg_catalog.to_json(i_name) using detail = 'pgque:invalid_argument';
+    end if;
+    if i_name ~ '^[[:space:]]|[[:space:]]$' then
+        raise exception '% name % must not begin or end with a space',
+            i_what, pg_catalog.to_json(i_name) using detail = 'pgque:invalid_argument';
+    end if;
+end
+$$;
+
 create or replace function pgque._check_queue_name(i_queue_name text)
 returns void
 language plpgsql immutable
@@ -8,21 +31,7 @@ begin
     if i_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
     end if;
-    if i_queue_name = '' then
-        raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
-    end if;
-    -- A name is shown in tables, log lines and URLs: no line breaks or other
-    -- control characters, no spaces at either end (names that look alike).
-    if i_queue_name ~ '[[:cntrl:]]' then
-        raise exception 'queue name % must not contain control characters (newline, tab, ...)',
-            pg_catalog.to_json(i_queue_name)
-            using detail = 'pgque:invalid_argument';
-    end if;
-    if i_queue_name ~ '^[[:space:]]|[[:space:]]$' then
-        raise exception 'queue name % must not begin or end with a space',
-            pg_catalog.to_json(i_queue_name)
-            using detail = 'pgque:invalid_argument';
-    end if;
+    perform pgque._check_name('queue', i_queue_name);
     -- The NOTIFY channel 'pgque_<name>' is an identifier: at most 63 bytes.
     if pg_catalog.octet_length(i_queue_name) > 57 then
         raise exception 'queue name too long: % bytes (max 57). pg_notify channel ''pgque_<queue_name>'' must fit in 63 bytes.',

@@ -130,8 +130,8 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
 as $$
 begin
-    -- The usual batch in one statement, as finish_batch (keep the two
-    -- alike): not a partition slot's, not a cooperative main's.
+    -- The usual batch in one statement (finish_batch is this function):
+    -- not a partition slot's, not a cooperative main's.
     update pgque.subscription s
        set sub_active = pg_catalog.now(),
            sub_last_tick = case when s.sub_role = 'coop_member' then null else s.sub_next_tick end,
@@ -254,8 +254,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
-    return pgque._nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+    return pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end
 $$;
 comment on function pgque.nack(bigint, pgque.message, interval, text) is

@@ -16,32 +16,37 @@
 -- replayed micro-batch publishes nothing. Abort and failed tasks leave
 -- nothing behind but staged rows, removed by write id (spark_discard).
 
--- Internal: the error for a tick of queue q that does not exist, saying
--- whether rotation removed it or it was never made.
-create or replace function pgque._spark_missing_tick(q pgque.queue, i_tick bigint)
-returns void
+-- Internal: tick i_tick of queue i_queue, or the error for a tick that does
+-- not exist, saying whether rotation removed it or it was never made.
+create or replace function pgque._spark_tick(i_queue pgque.queue, i_tick bigint)
+returns pgque.tick
 language plpgsql stable
 as $$
 declare
+    v_tick pgque.tick;
     v_oldest bigint;
     v_latest bigint;
 begin
+    select * into v_tick from pgque.tick where tick_queue = i_queue.queue_id and tick_id = i_tick;
+    if found then
+        return v_tick;
+    end if;
     select pg_catalog.min(tick_id), pg_catalog.max(tick_id) into v_oldest, v_latest
-      from pgque.tick where tick_queue = q.queue_id;
+      from pgque.tick where tick_queue = i_queue.queue_id;
     if v_oldest is not null and i_tick < v_oldest then
         raise exception 'queue %: tick % was rotated away (oldest retained tick is %); the events after it are no longer complete',
-            q.queue_name, i_tick, v_oldest
+            i_queue.queue_name, i_tick, v_oldest
             using detail = 'pgque:tick_not_found',
                   hint = 'The Spark checkpoint (or the asked start) is older than the queue retains: restart the query from a new checkpoint, with startingPosition consumer or latest.';
     end if;
     raise exception 'queue %: tick % does not exist (latest tick is %)',
-        q.queue_name, i_tick, coalesce(v_latest::text, 'none')
+        i_queue.queue_name, i_tick, coalesce(v_latest::text, 'none')
         using detail = 'pgque:tick_not_found',
               hint = 'Is the checkpoint from another database, or was the queue dropped and created again?';
 end
 $$;
-comment on function pgque._spark_missing_tick(pgque.queue, bigint) is
-    'Internal: raises the error for a missing tick of a queue: rotated away, or never made.';
+comment on function pgque._spark_tick(pgque.queue, bigint) is
+    'Internal: a tick of a queue, or tick_not_found: rotated away, or never made.';
 
 create or replace function pgque.spark_range_sql(
     i_queue_name text, i_from_tick bigint, i_to_tick bigint,
@@ -76,16 +81,8 @@ begin
     perform 1 from pgque.queue where queue_id = q.queue_id for share;
     select * into q from pgque.queue where queue_id = q.queue_id;
 
-    select tick_snapshot into v_s1 from pgque.tick
-     where tick_queue = q.queue_id and tick_id = i_from_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_from_tick);
-    end if;
-    select tick_snapshot into v_s2 from pgque.tick
-     where tick_queue = q.queue_id and tick_id = i_to_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_to_tick);
-    end if;
+    v_s1 := (pgque._spark_tick(q, i_from_tick)).tick_snapshot;
+    v_s2 := (pgque._spark_tick(q, i_to_tick)).tick_snapshot;
     -- Retry copies (ev_owner set) belong to the consumer that nacked them;
     -- partitions split by ev_id. An empty range (one tick) selects nothing.
     if i_nparts > 1 then
@@ -189,10 +186,7 @@ begin
         end if;
     elsif i_position ~ '^[0-9]{1,18}$' then
         v_tick := i_position::bigint;
-        perform 1 from pgque.tick where tick_queue = q.queue_id and tick_id = v_tick;
-        if not found then
-            perform pgque._spark_missing_tick(q, v_tick);
-        end if;
+        perform pgque._spark_tick(q, v_tick);
     else
         raise exception 'startingPosition must be consumer, latest or a tick id, not %', i_position
             using detail = 'pgque:invalid_argument';
@@ -225,11 +219,7 @@ begin
     if i_consumer_name is not null then
         perform pgque._spark_subscription(q, i_consumer_name);
     end if;
-    select tick_event_seq into v_from_seq from pgque.tick
-     where tick_queue = q.queue_id and tick_id = i_from_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_from_tick);
-    end if;
+    v_from_seq := (pgque._spark_tick(q, i_from_tick)).tick_event_seq;
     -- The furthest tick within the limits; at least one tick when any is
     -- newer (a tick range cannot be split). Event counts come from the
     -- event sequence, an estimate.
@@ -263,10 +253,7 @@ begin
     end if;
     -- Never re-create a consumer someone removed: its events may be gone.
     perform pgque._spark_subscription(q, i_consumer_name);
-    perform 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick;
-    if not found then
-        perform pgque._spark_missing_tick(q, i_tick);
-    end if;
+    perform pgque._spark_tick(q, i_tick);
     return pgque.register_consumer_at(i_queue_name, i_consumer_name, i_tick);
 end
 $$;
