@@ -25,9 +25,6 @@ ALLOWED: dict[str, str] = {
     # ADBC's cursor (another driver, Arrow's binary COPY); mapped by
     # spark/_adbc.py through pgque.errors.from_error_fields.
     "spark/_read.py": "ADBC",
-    # Dict-row reads of statements composed with named placeholders; still to
-    # move into the executor (it maps with from_database_error meanwhile).
-    "web/reads.py": "dict rows",
 }
 
 

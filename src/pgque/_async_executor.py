@@ -12,7 +12,9 @@ A name whose statement holds ``{}`` placeholders is a template: each
 ``identifiers`` entry fills one, quoted by :class:`psycopg.sql.Identifier`
 (a tuple is a qualified name). ``prepare`` and ``binary`` pass through to
 psycopg (``prepare=False`` for a statement that must never be prepared, as
-behind a transaction-mode pooler). :func:`execute_text` runs text that is
+behind a transaction-mode pooler); :class:`Options` declares the three once.
+Rows are tuples, or dicts by column name from :func:`fetch_dicts` (the web
+console's reads). :func:`execute_text` runs text that is
 not a named statement (the install script, a batch opener's one-round-trip
 string built from named statements), with the same mapping.
 
@@ -25,19 +27,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import dict_row
 
 from pgque._queries import LiteralString, query
 from pgque.errors import from_database_error
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "Identifier",
+    "Options",
     "execute",
     "execute_text",
     "fetch_all",
+    "fetch_dicts",
     "fetch_one",
     "fetch_value",
     "mapped_errors",
@@ -70,25 +78,35 @@ def statement(name: str, identifiers: Sequence[Identifier] = ()) -> Query:
     )
 
 
+class Options(TypedDict, total=False):
+    """How a named statement runs (every function here takes them as keywords)."""
+
+    #: Fill the statement's ``{}`` placeholders, one each, quoted.
+    identifiers: Sequence[Identifier]
+    #: psycopg's ``prepare`` (``False``: never prepared); unset, psycopg decides.
+    prepare: bool | None
+    #: Results in binary format.
+    binary: bool
+
+
+def _driver_options(options: Options) -> dict[str, Any]:
+    """The psycopg options of ``options``, only those given: a connection someone
+    wrapped may take no more than the statement and its parameters."""
+    given: dict[str, Any] = {}
+    if options.get("prepare") is not None:
+        given["prepare"] = options["prepare"]
+    if options.get("binary"):
+        given["binary"] = True
+    return given
+
+
 async def execute(
-    conn: psycopg.AsyncConnection[Any],
-    name: str,
-    params: Params = None,
-    *,
-    identifiers: Sequence[Identifier] = (),
-    prepare: bool | None = None,
-    binary: bool = False,
+    conn: psycopg.AsyncConnection[Any], name: str, params: Params = None, **options: Unpack[Options]
 ) -> psycopg.AsyncCursor[Any]:
     """Run the named statement on ``conn``; its cursor, to fetch from."""
-    # Only the options given: a connection someone wrapped may take no more than
-    # the statement and its parameters.
-    options: dict[str, Any] = {}
-    if prepare is not None:
-        options["prepare"] = prepare
-    if binary:
-        options["binary"] = True
+    text = statement(name, options.get("identifiers", ()))
     with mapped_errors():
-        return await conn.execute(statement(name, identifiers), params, **options)
+        return await conn.execute(text, params, **_driver_options(options))
 
 
 async def execute_text(
@@ -102,43 +120,38 @@ async def execute_text(
 
 
 async def fetch_one(
-    conn: psycopg.AsyncConnection[Any],
-    name: str,
-    params: Params = None,
-    *,
-    identifiers: Sequence[Identifier] = (),
-    prepare: bool | None = None,
-    binary: bool = False,
+    conn: psycopg.AsyncConnection[Any], name: str, params: Params = None, **options: Unpack[Options]
 ) -> tuple[Any, ...] | None:
     """The first row of the named statement (None without rows)."""
-    cur = await execute(conn, name, params, identifiers=identifiers, prepare=prepare, binary=binary)
+    cur = await execute(conn, name, params, **options)
     with mapped_errors():
         row: tuple[Any, ...] | None = await cur.fetchone()
     return row
 
 
 async def fetch_all(
-    conn: psycopg.AsyncConnection[Any],
-    name: str,
-    params: Params = None,
-    *,
-    identifiers: Sequence[Identifier] = (),
-    prepare: bool | None = None,
+    conn: psycopg.AsyncConnection[Any], name: str, params: Params = None, **options: Unpack[Options]
 ) -> list[tuple[Any, ...]]:
     """Every row of the named statement."""
-    cur = await execute(conn, name, params, identifiers=identifiers, prepare=prepare)
+    cur = await execute(conn, name, params, **options)
     with mapped_errors():
         return list(await cur.fetchall())
 
 
+async def fetch_dicts(
+    conn: psycopg.AsyncConnection[Any], name: str, params: Params = None, **options: Unpack[Options]
+) -> list[dict[str, Any]]:
+    """Every row of the named statement, as a dict by column name."""
+    text = statement(name, options.get("identifiers", ()))
+    with mapped_errors():
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(text, params, **_driver_options(options))
+            return list(await cur.fetchall())
+
+
 async def fetch_value(
-    conn: psycopg.AsyncConnection[Any],
-    name: str,
-    params: Params = None,
-    *,
-    prepare: bool | None = None,
-    binary: bool = False,
+    conn: psycopg.AsyncConnection[Any], name: str, params: Params = None, **options: Unpack[Options]
 ) -> Any:
     """The first column of the named statement's first row (None without rows)."""
-    row = await fetch_one(conn, name, params, prepare=prepare, binary=binary)
+    row = await fetch_one(conn, name, params, **options)
     return None if row is None else row[0]

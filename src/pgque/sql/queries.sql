@@ -533,14 +533,14 @@ select dl_id, dl_queue_id, dl_consumer_id, dl_time, dl_reason, ev_id, ev_time, e
   from pgque.dlq_inspect(%(queue)s, %(limit)s)
 
 -- name: web_event_copies
--- {table} is the queue's event table (pgque.event_<queue id>, its three
--- children included); no index on ev_id: the caller bounds the scan's time.
+-- {} is the queue's event table (pgque.event_<queue id>, its three children
+-- included); no index on ev_id: the caller bounds the scan's time.
 select e.ev_id, e.ev_time, e.ev_txid::text::bigint as ev_txid, e.ev_retry,
        co.co_name as owner, e.ev_type,
        pg_catalog.left(e.ev_data, %(cut)s) as ev_data,
        pg_catalog.octet_length(e.ev_data) as ev_size,
        e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
-  from {table} e
+  from {} e
   left join pgque.consumer co on co.co_id = e.ev_owner
  where e.ev_id = %(ev_id)s
  order by e.ev_txid, e.ev_retry nulls first
