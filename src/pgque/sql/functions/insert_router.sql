@@ -241,6 +241,27 @@ as $$
         'args', (pgque._router_kind(i_kind)).args))
 $$;
 
+-- Internal: the body of a top or middle router of a kind: a branch per key
+-- of i_var (i_queue_id / i_divisor: which middle router, which leaf) that
+-- hands the call to router i_targets[i], then the dynamic path.
+create or replace function pgque._router_dispatch(
+    i_kind text, i_var text, i_divisor integer, i_keys integer[], i_targets text[])
+returns text
+language sql immutable
+as $$
+    select pgque._render($tpl$declare
+    {var} integer := i_queue_id / {divisor};
+begin
+{branches}{fallback}
+end
+$tpl$, pg_catalog.jsonb_build_object(
+        'var', i_var, 'divisor', i_divisor,
+        'branches', pgque._router_branches(i_var, i_keys,
+            array(select pgque._router_call(i_kind, t.name)
+                    from pg_catalog.unnest(i_targets) with ordinality t(name, n) order by t.n)),
+        'fallback', pgque._router_call(i_kind, null)))
+$$;
+
 -- Internal: writes the top router of a kind with a branch for every middle
 -- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
@@ -249,14 +270,6 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    -- A branch per middle router (m: which 2,048 queue ids), then the dynamic path.
-    v_body constant text := $tpl$declare
-    m integer := i_queue_id / {span};
-begin
-{branches}{fallback}
-end
-$tpl$;
-    v_span integer := pgque._router_fanout() * pgque._router_leaf_size();
     v_middles integer[];
 begin
     -- Its callers hold the 'queues' mutex (_update_router, the install): one
@@ -267,13 +280,10 @@ begin
          where p.pronamespace = 'pgque'::regnamespace
            and p.proname ~ ('^_route_' || i_kind || '_m[0-9]+$')
          order by m);
-    perform pgque._write_router('_route_' || i_kind, i_kind, pgque._render(v_body,
-        pg_catalog.jsonb_build_object(
-            'span', v_span,
-            'branches', pgque._router_branches('m', v_middles,
-                array(select pgque._router_call(i_kind, '_route_' || i_kind || '_m' || m)
-                        from pg_catalog.unnest(v_middles) m)),
-            'fallback', pgque._router_call(i_kind, null))));
+    -- A branch per middle router (m: which 2,048 queue ids).
+    perform pgque._write_router('_route_' || i_kind, i_kind, pgque._router_dispatch(
+        i_kind, 'm', pgque._router_fanout() * pgque._router_leaf_size(), v_middles,
+        array(select '_route_' || i_kind || '_m' || m from pg_catalog.unnest(v_middles) m)));
 end
 $$;
 
@@ -285,13 +295,6 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    -- A branch per leaf (k: which 16 queue ids), then the dynamic path.
-    v_body constant text := $tpl$declare
-    k integer := i_queue_id / {leaf_size};
-begin
-{branches}{fallback}
-end
-$tpl$;
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
 begin
@@ -299,15 +302,12 @@ begin
                 where pronamespace = 'pgque'::regnamespace and proname = v_name) then
         return;
     end if;
-    perform pgque._write_router(v_name, i_kind, pgque._render(v_body,
-        pg_catalog.jsonb_build_object(
-            'leaf_size', pgque._router_leaf_size(),
-            'branches', pgque._router_branches('k',
-                array(select v_first + g
-                        from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
-                array(select pgque._router_call(i_kind, '_route_' || i_kind || '_l' || (v_first + g))
-                        from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)),
-            'fallback', pgque._router_call(i_kind, null))));
+    -- A branch per leaf (k: which 16 queue ids).
+    perform pgque._write_router(v_name, i_kind, pgque._router_dispatch(
+        i_kind, 'k', pgque._router_leaf_size(),
+        array(select v_first + g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g),
+        array(select '_route_' || i_kind || '_l' || (v_first + g)
+                from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g)));
     perform pgque._write_top_router(i_kind);
 end
 $$;
