@@ -5633,10 +5633,11 @@ $$;
 comment on function pgque.receive_partitioned(text, text, integer, integer, text, integer) is
     'Returns up to i_max messages of the slot''s batch whose partition key hashes to the slot; the caller must hold the slot''s lease.';
 
--- Internal: the slot's open batch (NULL: none), after checking that
--- i_worker holds the slot's lease (and renewing it).
+-- Internal: the slot's open batch, after checking that i_worker holds the
+-- slot's lease (and renewing it). None: NULL, or batch_not_found naming
+-- i_verb (what the caller would do with it) when i_verb is given.
 create or replace function pgque._slot_batch(
-    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
+    i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text, i_verb text)
 returns bigint
 language plpgsql
 as $$
@@ -5647,6 +5648,10 @@ begin
     select s.sub_batch into v_batch_id
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
      where s.sub_queue = v_queue_id and c.co_name = pgque._slot_consumer(i_consumer, i_slot, i_n);
+    if v_batch_id is null and i_verb is not null then
+        raise exception 'slot % of consumer % on queue % has no open batch to %',
+            i_slot, i_consumer, i_queue, i_verb using detail = 'pgque:batch_not_found';
+    end if;
     return v_batch_id;
 end
 $$;
@@ -5658,7 +5663,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 declare
-    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
+    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, null);
 begin
     if v_batch_id is null then
         return 0;
@@ -5676,14 +5681,9 @@ returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
 begin
-    if v_batch_id is null then
-        raise exception 'slot % of consumer % on queue % has no open batch to nack',
-            i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
-    end if;
-    return pgque._nack(v_batch_id, i_msg.msg_id, i_retry_after, i_reason);
+    return pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'),
+                       i_msg.msg_id, i_retry_after, i_reason);
 end
 $$;
 comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
@@ -5696,14 +5696,10 @@ returns integer
 language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
-declare
-    v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker);
 begin
-    if v_batch_id is null then
-        raise exception 'slot % of consumer % on queue % has no open batch to dead-letter',
-            i_slot, i_consumer, i_queue using detail = 'pgque:batch_not_found';
-    end if;
-    return pgque._dead_letter_msg(v_batch_id, i_msg_id, i_reason);
+    return pgque._dead_letter_msg(
+        pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'),
+        i_msg_id, i_reason);
 end
 $$;
 comment on function pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text) is
