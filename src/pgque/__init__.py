@@ -9,6 +9,8 @@ by priority: :class:`MultiQueueConsumer`), and tick without pg_cron with
 :class:`Ticker`.
 """
 
+from pgque import errors as _errors
+from pgque import records as _records
 from pgque._consumer_options import ConsumerOptions
 from pgque._version import __version__
 from pgque.async_client import AsyncPgqueClient, connect_async
@@ -17,50 +19,13 @@ from pgque.async_multi_consumer import AsyncMultiQueueConsumer
 from pgque.async_producer import AsyncProducer, AsyncProducerBatch
 from pgque.client import PgqueClient, connect
 from pgque.consumer import Consumer
-from pgque.errors import (
-    ConsumerGaveUp,
-    PgqueAssertionFailed,
-    PgqueBatchNotFound,
-    PgqueConnectionError,
-    PgqueConsumerNotFound,
-    PgqueCorruption,
-    PgqueError,
-    PgqueFenced,
-    PgqueInsertDisallowed,
-    PgqueInstallError,
-    PgqueInvalidArgument,
-    PgqueMaintFailed,
-    PgqueMessageNotFound,
-    PgqueNotInstalledError,
-    PgqueOperationRefused,
-    PgquePoolerError,
-    PgqueQueueNotFound,
-    PgqueSchedulerUnavailable,
-    PgqueTickerFailed,
-    PgqueTickRefused,
-    PgqueTriggerRefused,
-    PgqueWrongConsumerKind,
-)
+from pgque.errors import *  # noqa: F403 (its classes; from_database_error is deleted below)
 from pgque.health import Health, HealthCheck
 from pgque.installer import install, installed_version, uninstall
 from pgque.message import Event, Message
 from pgque.multi_consumer import MultiQueueConsumer
 from pgque.producer import Producer, ProducerBatch
-from pgque.records import (
-    ComponentStatus,
-    ConsumerStats,
-    DeadLetter,
-    DlqReplayResult,
-    ErrorRateBucket,
-    EventRecord,
-    MetricSample,
-    PartitionSlot,
-    QueueStats,
-    Schedule,
-    SubconsumerStats,
-    ThroughputBucket,
-    WritePrivileges,
-)
+from pgque.records import *  # noqa: F403 (the rows the client's calls return)
 from pgque.ticker import Ticker
 
 __all__ = [
@@ -69,52 +34,17 @@ __all__ = [
     "AsyncPgqueClient",
     "AsyncProducer",
     "AsyncProducerBatch",
-    "ComponentStatus",
     "Consumer",
-    "ConsumerGaveUp",
     "ConsumerOptions",
-    "ConsumerStats",
-    "DeadLetter",
-    "DlqReplayResult",
-    "ErrorRateBucket",
     "Event",
-    "EventRecord",
     "Health",
     "HealthCheck",
     "Message",
-    "MetricSample",
     "MultiQueueConsumer",
-    "PartitionSlot",
-    "PgqueAssertionFailed",
-    "PgqueBatchNotFound",
     "PgqueClient",
-    "PgqueConnectionError",
-    "PgqueConsumerNotFound",
-    "PgqueCorruption",
-    "PgqueError",
-    "PgqueFenced",
-    "PgqueInsertDisallowed",
-    "PgqueInstallError",
-    "PgqueInvalidArgument",
-    "PgqueMaintFailed",
-    "PgqueMessageNotFound",
-    "PgqueNotInstalledError",
-    "PgqueOperationRefused",
-    "PgquePoolerError",
-    "PgqueQueueNotFound",
-    "PgqueSchedulerUnavailable",
-    "PgqueTickRefused",
-    "PgqueTickerFailed",
-    "PgqueTriggerRefused",
-    "PgqueWrongConsumerKind",
     "Producer",
     "ProducerBatch",
-    "QueueStats",
-    "Schedule",
-    "SubconsumerStats",
-    "ThroughputBucket",
     "Ticker",
-    "WritePrivileges",
     "__version__",
     "connect",
     "connect_async",
@@ -122,3 +52,9 @@ __all__ = [
     "installed_version",
     "uninstall",
 ]
+# The errors and the rows as their modules list them (one list each).
+__all__ += _errors.__all__
+__all__ += _records.__all__
+__all__.remove("from_database_error")
+__all__.sort()
+del from_database_error  # noqa: F821 (pgque.errors.from_database_error, not exported here)

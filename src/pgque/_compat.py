@@ -1,7 +1,8 @@
 """The threaded side of the primitives the SDK's sync modules use.
 
 The generated sync modules import these names where their async sources
-import :mod:`pgque._acompat`'s (``tools/async_to_sync.py``).
+import :mod:`pgque._acompat`'s (``tools/async_to_sync.py``); the list of
+names and :data:`SIGNALS` are that module's.
 """
 
 from __future__ import annotations
@@ -17,22 +18,11 @@ from typing import Any, Literal
 
 import psycopg
 
-__all__ = [
-    "SIGNALS",
-    "Event",
-    "Interrupted",
-    "Interrupter",
-    "Lock",
-    "call_with_timeout",
-    "notifications",
-    "run_lanes",
-    "signal_handlers",
-    "sleep",
-    "wait_event",
-]
+from pgque import _acompat
+from pgque._acompat import SIGNALS as SIGNALS
 
-#: The signals that stop a consumer.
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: :mod:`pgque._acompat`'s names (but the two only the async side has), for threads.
+__all__ = [name for name in _acompat.__all__ if name not in ("ASYNC", "CANCEL_GRACE")]
 
 Event = threading.Event
 #: What :meth:`Interrupter.interrupt` raises in the interrupted code.
