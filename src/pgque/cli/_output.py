@@ -8,8 +8,8 @@ import decimal
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from typing import IO, Any, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, TypeVar, cast
 
 import click
 from rich.console import Console
@@ -23,6 +23,7 @@ __all__ = [
     "err",
     "format_rate",
     "format_seconds",
+    "listing",
     "out",
     "plural",
     "seconds",
@@ -122,6 +123,27 @@ def emit_json(value: Any, *, lines: bool = False) -> None:
 def as_dicts(rows: Sequence[Any]) -> list[dict[str, Any]]:
     """Dataclass rows (:mod:`pgque.records`) as dicts keyed by their SQL column names."""
     return [dataclasses.asdict(row) for row in rows]
+
+
+_Row = TypeVar("_Row")
+
+
+def listing(
+    rows: Sequence[_Row],
+    as_json: bool,
+    empty: str,
+    json_rows: Callable[[Sequence[_Row]], Any] = as_dicts,
+) -> Console | None:
+    """Answer a listing command with ``--json`` (``json_rows`` of its rows) or without
+    rows (``empty``, printed); else the console to print the rows on (None: answered)."""
+    if as_json:
+        emit_json(json_rows(rows))
+        return None
+    console = out()
+    if not rows:
+        console.print(empty)
+        return None
+    return console
 
 
 def seconds(value: Any) -> float | None:

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from pgque.cli._command import command, json_option
 from pgque.cli._errors import CliError, ExitCode
-from pgque.cli._output import as_dicts, emit_json, out, plural
+from pgque.cli._output import as_dicts, emit_json, listing, out, plural
 from pgque.cli._session import require_queue, session
 from pgque.records import DeadLetter, EventRecord
 
@@ -36,6 +36,12 @@ def _table(*headers: str) -> Table:
     for header in headers:
         table.add_column(header, justify="right" if header in ("ID", "RETRY") else "left")
     return table
+
+
+def _cells(ident: int, time: Any, type_: str | None, retry: str, *texts: str) -> list[str | Text]:
+    """A row of ``events`` or ``dlq``: id, time, type, retries, then ``texts`` (shown as
+    plain text, never markup)."""
+    return [str(ident), _stamp(time), Text(type_ or "-"), retry, *map(Text, texts)]
 
 
 def _pretty(data: str | None) -> str:
@@ -63,24 +69,14 @@ def events_cmd(queue: str, type_: str | None, limit: int, as_json: bool) -> None
     """
     with session() as client:
         events = client.recent_events(queue, limit=limit, type=type_)
-    if as_json:
-        emit_json(as_dicts(events))
-        return
-    console = out()
-    if not events:
-        kind = f" of type {type_!r}" if type_ is not None else ""
-        console.print(f"queue {queue!r} holds no recent events{kind}")
+    kind = f" of type {type_!r}" if type_ is not None else ""
+    console = listing(events, as_json, f"queue {queue!r} holds no recent events{kind}")
+    if console is None:
         return
     table = _table("ID", "TIME", "TYPE", "RETRY", "PAYLOAD", "EXTRAS")
-    for event in events:
-        table.add_row(
-            str(event.ev_id),
-            _stamp(event.ev_time),
-            Text(event.ev_type or "-"),
-            str(event.ev_retry or ""),
-            Text(event.ev_data or "null"),
-            Text(_extras(event)),
-        )
+    for e in events:
+        retry, data = str(e.ev_retry or ""), e.ev_data or "null"
+        table.add_row(*_cells(e.ev_id, e.ev_time, e.ev_type, retry, data, _extras(e)))
     console.print(table)
     console.print(f"{plural(len(events), 'event')}, newest first")
 
@@ -131,23 +127,13 @@ def dlq_cmd(queue_or_show: str, dead_letter_id: int | None, limit: int, as_json:
     with session() as client:
         require_queue(client, queue)
         dead = client.dlq_inspect(queue, limit)
-    if as_json:
-        emit_json(as_dicts(dead))
-        return
-    console = out()
-    if not dead:
-        console.print(f"queue {queue!r} has no dead letters")
+    console = listing(dead, as_json, f"queue {queue!r} has no dead letters")
+    if console is None:
         return
     table = _table("ID", "DEAD SINCE", "TYPE", "RETRY", "REASON", "PAYLOAD")
-    for row in dead:
-        table.add_row(
-            str(row.dl_id),
-            _stamp(row.dl_time),
-            Text(row.ev_type or "-"),
-            str(row.ev_retry or 0),
-            Text(row.dl_reason or "-"),
-            Text(row.ev_data or "null"),
-        )
+    for d in dead:
+        retry, reason, data = str(d.ev_retry or 0), d.dl_reason or "-", d.ev_data or "null"
+        table.add_row(*_cells(d.dl_id, d.dl_time, d.ev_type, retry, reason, data))
     console.print(table)
     console.print(
         f"{plural(len(dead), 'dead letter')}, newest first: `pgque dlq show ID` shows one,"

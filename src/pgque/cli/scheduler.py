@@ -6,7 +6,8 @@ import logging
 import signal
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -21,6 +22,8 @@ from pgque.ticker import Ticker
 __all__ = ["COMMANDS"]
 
 log = logging.getLogger("pgque.cli.ticker")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _scheduler_rows(client: PgqueClient) -> list[dict[str, Any]]:
@@ -68,28 +71,15 @@ def stop_cmd(as_json: bool) -> None:
     out().print("pgque scheduler jobs removed: nothing ticks until `pgque start` or a ticker runs")
 
 
+def _seconds(flag: str, default: float, help: str) -> Callable[[F], F]:
+    """A duration option of the ticker (seconds, or ``500ms``, ``2m``...), its default shown."""
+    return click.option(flag, type=Duration(), default=default, show_default=True, help=help)
+
+
 @command("ticker")
-@click.option(
-    "--poll-interval",
-    type=Duration(),
-    default=0.001,
-    show_default=True,
-    help="Seconds between polls of the queues' event sequences.",
-)
-@click.option(
-    "--max-wait",
-    type=Duration(),
-    default=0.005,
-    show_default=True,
-    help="How long a tick may wait for a busy consumer's batch to grow.",
-)
-@click.option(
-    "--maint-interval",
-    type=Duration(),
-    default=30.0,
-    show_default=True,
-    help="Seconds between maint() + VACUUM rounds.",
-)
+@_seconds("--poll-interval", 0.001, "Seconds between polls of the queues' event sequences.")
+@_seconds("--max-wait", 0.005, "How long a tick may wait for a busy consumer's batch to grow.")
+@_seconds("--maint-interval", 30.0, "Seconds between maint() + VACUUM rounds.")
 @click.option(
     "--pooler",
     is_flag=True,

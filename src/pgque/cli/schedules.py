@@ -12,7 +12,7 @@ from rich.text import Text
 
 from pgque.cli._command import PgqueGroup, json_option
 from pgque.cli._errors import CliError, ExitCode
-from pgque.cli._output import as_dicts, emit_json, out
+from pgque.cli._output import as_dicts, emit_json, listing, out
 from pgque.cli._session import require_queue, session
 from pgque.records import Schedule
 
@@ -91,13 +91,10 @@ def list_cmd(queue: str | None, as_json: bool) -> None:
         if queue is not None:
             require_queue(client, queue)
         schedules = client.schedules(queue)
-    if as_json:
-        emit_json([_row(s) for s in schedules])
-        return
-    console = out()
-    if not schedules:
-        where = f"queue {queue!r} has" if queue is not None else "there are"
-        console.print(f"{where} no schedules: `pgque schedule add QUEUE NAME CRON` adds one")
+    where = f"queue {queue!r} has" if queue is not None else "there are"
+    empty = f"{where} no schedules: `pgque schedule add QUEUE NAME CRON` adds one"
+    console = listing(schedules, as_json, empty, lambda rows: [_row(s) for s in rows])
+    if console is None:
         return
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
     for header in ("queue", "name", "cron", "time zone", "type", "next run (UTC)",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
+import psycopg
 
 import pgque
 from pgque.cli._command import command, json_option
@@ -14,6 +18,25 @@ from pgque.installer import installed_version
 __all__ = ["COMMANDS"]
 
 
+def _run_script(
+    action: str, previous: Callable[[psycopg.Connection[Any]], str | None], as_json: bool
+) -> tuple[str | None, str, str] | None:
+    """Run the packaged pgque.sql (install and upgrade run the same script) after
+    ``previous`` read the version there; the version before, the one now and the
+    database, or None when the JSON answer is printed."""
+    conn = connect()
+    try:
+        before = previous(conn)
+        version = pgque.install(conn)
+        database = conn.info.dbname
+    finally:
+        conn.close()
+    if as_json:
+        emit_json({"action": action, "database": database, "version": version, "previous": before})
+        return None
+    return before, version, database
+
+
 @command("install")
 @json_option
 def install_cmd(as_json: bool) -> None:
@@ -23,18 +46,10 @@ def install_cmd(as_json: bool) -> None:
     nothing. Creates schema pgque and the roles pgque_reader, pgque_writer
     and pgque_admin.
     """
-    conn = connect()
-    try:
-        before = installed_version(conn)
-        version = pgque.install(conn)
-        database = conn.info.dbname
-    finally:
-        conn.close()
-    if as_json:
-        emit_json(
-            {"action": "install", "database": database, "version": version, "previous": before}
-        )
+    done = _run_script("install", installed_version, as_json)
+    if done is None:
         return
+    before, version, database = done
     if before is None:
         out().print(f"pgque {version} installed in database {database!r}")
     else:
@@ -48,18 +63,10 @@ def upgrade_cmd(as_json: bool) -> None:
 
     The same script as install; it refuses a database without pgque.
     """
-    conn = connect()
-    try:
-        before = require_installed(conn)
-        version = pgque.install(conn)
-        database = conn.info.dbname
-    finally:
-        conn.close()
-    if as_json:
-        emit_json(
-            {"action": "upgrade", "database": database, "version": version, "previous": before}
-        )
+    done = _run_script("upgrade", require_installed, as_json)
+    if done is None:
         return
+    before, version, database = done
     if before == version:
         out().print(f"pgque {version} in database {database!r} is current; reapplied in place")
     else:
