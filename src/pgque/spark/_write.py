@@ -27,30 +27,11 @@ from decimal import Decimal
 from typing import Any
 
 from pyspark import TaskContext
+from pyspark.sql import types as st
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
-)
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    NullType,
-    ShortType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
 )
 
 from pgque._executor import fetch_value
@@ -67,19 +48,19 @@ CHUNK_ROWS = 20_000
 CHUNK_BYTES = 8 << 20
 
 _LEAVES = (
-    StringType,
-    BooleanType,
-    ByteType,
-    ShortType,
-    IntegerType,
-    LongType,
-    FloatType,
-    DoubleType,
-    DecimalType,
-    DateType,
-    TimestampType,
-    TimestampNTZType,
-    NullType,
+    st.StringType,
+    st.BooleanType,
+    st.ByteType,
+    st.ShortType,
+    st.IntegerType,
+    st.LongType,
+    st.FloatType,
+    st.DoubleType,
+    st.DecimalType,
+    st.DateType,
+    st.TimestampType,
+    st.TimestampNTZType,
+    st.NullType,
 )
 
 
@@ -94,28 +75,32 @@ class StagedRows(WriterCommitMessage):
     batch_id: int | None = None
 
 
-def _check_json_type(dtype: DataType, path: str) -> None:
-    if isinstance(dtype, StructType):
+def _check_json_type(dtype: st.DataType, path: str) -> None:
+    if isinstance(dtype, st.StructType):
         for field in dtype.fields:
             _check_json_type(field.dataType, f"{path}.{field.name}")
-    elif isinstance(dtype, ArrayType):
+    elif isinstance(dtype, st.ArrayType):
         _check_json_type(dtype.elementType, f"{path}[]")
-    elif isinstance(dtype, MapType):
-        if not isinstance(dtype.keyType, (StringType, IntegerType, LongType, ShortType, ByteType)):
+    elif isinstance(dtype, st.MapType):
+        if not isinstance(
+            dtype.keyType, (st.StringType, st.IntegerType, st.LongType, st.ShortType, st.ByteType)
+        ):
             raise PgqueInvalidArgument(
                 f"pgque sink: column {path!r} is a map with {dtype.keyType.simpleString()} keys;"
                 " JSON objects need string or integer keys"
             )
         _check_json_type(dtype.valueType, f"{path}{{}}")
     elif not isinstance(dtype, _LEAVES):
-        hint = " (cast it, e.g. to base64 or hex strings)" if isinstance(dtype, BinaryType) else ""
+        hint = (
+            " (cast it, e.g. to base64 or hex strings)" if isinstance(dtype, st.BinaryType) else ""
+        )
         raise PgqueInvalidArgument(
             f"pgque sink: column {path!r} has type {dtype.simpleString()}, which has no JSON"
             f" form{hint}"
         )
 
 
-def check_schema(schema: StructType) -> None:
+def check_schema(schema: st.StructType) -> None:
     """Refuse a DataFrame the sink cannot send, naming the column.
 
     Raises:
@@ -138,27 +123,27 @@ def check_schema(schema: StructType) -> None:
     for field in schema.fields:
         if field.name == "payload":
             _check_json_type(field.dataType, "payload")
-        elif not isinstance(field.dataType, (StringType, NullType)):
+        elif not isinstance(field.dataType, (st.StringType, st.NullType)):
             raise PgqueInvalidArgument(
                 f"pgque sink: column {field.name!r} must be a string, not"
                 f" {field.dataType.simpleString()}"
             )
 
 
-def _json_converter(dtype: DataType) -> Callable[[Any], Any]:
+def _json_converter(dtype: st.DataType) -> Callable[[Any], Any]:
     """Turn a value of ``dtype``, as Arrow's ``to_pylist`` gives it, into JSON data."""
-    if isinstance(dtype, StructType):
+    if isinstance(dtype, st.StructType):
         fields = [(f.name, _json_converter(f.dataType)) for f in dtype.fields]
         return lambda v: None if v is None else {name: conv(v[name]) for name, conv in fields}
-    if isinstance(dtype, ArrayType):
+    if isinstance(dtype, st.ArrayType):
         item = _json_converter(dtype.elementType)
         return lambda v: None if v is None else [item(x) for x in v]
-    if isinstance(dtype, MapType):
+    if isinstance(dtype, st.MapType):
         value = _json_converter(dtype.valueType)
         return lambda v: None if v is None else {str(k): value(x) for k, x in v}
-    if isinstance(dtype, DecimalType):
+    if isinstance(dtype, st.DecimalType):
         return _decimal
-    if isinstance(dtype, (DateType, TimestampType, TimestampNTZType)):
+    if isinstance(dtype, (st.DateType, st.TimestampType, st.TimestampNTZType)):
         return lambda v: None if v is None else v.isoformat()
     return lambda v: v
 
@@ -169,7 +154,7 @@ def _decimal(v: Decimal | None) -> int | float | None:
     return int(v) if v == v.to_integral_value() else float(v)
 
 
-def _json_text(column: str, dtype: DataType) -> Callable[[list[Any]], list[str | None]]:
+def _json_text(column: str, dtype: st.DataType) -> Callable[[list[Any]], list[str | None]]:
     """A function turning a column's values into JSON texts (NULL stays NULL)."""
     conv = _json_converter(dtype)
 
@@ -199,7 +184,7 @@ def _short(value: Any) -> str:
 class _Stager:
     """Stage a task's rows in chunks under (write id, stage id); count them."""
 
-    def __init__(self, opts: SinkOptions, schema: StructType, write_id: str) -> None:
+    def __init__(self, opts: SinkOptions, schema: st.StructType, write_id: str) -> None:
         self.opts = opts
         self.write_id = write_id
         self.stage_id = uuid.uuid4().hex
@@ -207,7 +192,7 @@ class _Stager:
         self.index = {name: names.index(name) for name in COLUMNS if name in names}
         payload_type = schema["payload"].dataType
         self.payload_text: Callable[[list[Any]], list[str | None]] | None = (
-            None if isinstance(payload_type, StringType) else _json_text("payload", payload_type)
+            None if isinstance(payload_type, st.StringType) else _json_text("payload", payload_type)
         )
         self.rows = 0
 
@@ -324,7 +309,7 @@ class PgqueBatchWriter(DataSourceArrowWriter):
     the driver's commit.
     """
 
-    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+    def __init__(self, opts: SinkOptions, schema: st.StructType) -> None:
         """Check the DataFrame's columns and the queue; choose the write id."""
         check_schema(schema)
         _check_queue(opts)
@@ -367,7 +352,7 @@ class PgqueStreamWriter(DataSourceStreamArrowWriter):
     task of a micro-batch and to its replays.
     """
 
-    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+    def __init__(self, opts: SinkOptions, schema: st.StructType) -> None:
         """Check the DataFrame's columns and the queue."""
         check_schema(schema)
         _check_queue(opts)
