@@ -32,7 +32,6 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 from psycopg.conninfo import make_conninfo
 
@@ -418,12 +417,7 @@ class TempCluster:
         """Start the cluster unless running already."""
         return self if self.running else self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Stop the cluster and delete its files."""
         self.stop()
 

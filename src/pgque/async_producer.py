@@ -63,7 +63,7 @@ from pgque.otel import Telemetry, telemetry
 from pgque.serializers import JSON, Serializer
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    pass
 
 __all__ = ["AsyncProducer", "AsyncProducerBatch", "Extras"]
 
@@ -460,12 +460,7 @@ class AsyncProducerBatch:
         """Start collecting."""
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         """Send everything collected in one statement, unless the block raised."""
         pending = self._pending
         pending.sent = True

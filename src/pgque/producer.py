@@ -65,7 +65,7 @@ from pgque.otel import Telemetry, telemetry
 from pgque.serializers import JSON, Serializer
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    pass
 
 __all__ = ["Extras", "Producer", "ProducerBatch"]
 
@@ -453,12 +453,7 @@ class ProducerBatch:
         """Start collecting."""
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         """Send everything collected in one statement, unless the block raised."""
         pending = self._pending
         pending.sent = True
