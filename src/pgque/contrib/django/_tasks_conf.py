@@ -30,6 +30,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from pgque.client import PgqueClient
+from pgque.contrib.django.conf import refuse_unknown_keys
 from pgque.contrib.django.connection import psycopg_connection
 from pgque.errors import PgqueError
 from pgque.installer import installed_version
@@ -89,11 +90,7 @@ def backend_config(alias: str, params: dict[str, Any]) -> TaskBackendConfig:
     options = params.get("OPTIONS", {}) or {}
     if not isinstance(options, dict):
         raise ImproperlyConfigured(f'{where}["OPTIONS"] must be a dict, got {options!r}')
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise ImproperlyConfigured(
-            f'{where}["OPTIONS"] has unknown keys {unknown}: known are {sorted(_OPTIONS)}'
-        )
+    refuse_unknown_keys(options, _OPTIONS, f'{where}["OPTIONS"]')
     prefix = options.get("QUEUE_PREFIX", "tasks_")
     if not isinstance(prefix, str) or prefix != prefix.lstrip():
         raise ImproperlyConfigured(

@@ -46,12 +46,16 @@ def _setting() -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise ImproperlyConfigured(f"settings.PGQUE must be a dict, got {type(value).__name__}")
-    unknown = sorted(set(value) - _KEYS)
-    if unknown:
-        raise ImproperlyConfigured(
-            f"settings.PGQUE has unknown keys {unknown}: known are {sorted(_KEYS)}"
-        )
+    refuse_unknown_keys(value, _KEYS, "settings.PGQUE")
     return value
+
+
+def refuse_unknown_keys(value: dict[str, Any], known: set[str], where: str) -> None:
+    """Raise ImproperlyConfigured naming the keys of setting ``where`` (its ``value``)
+    that are not ``known``, and those that are."""
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ImproperlyConfigured(f"{where} has unknown keys {unknown}: known are {sorted(known)}")
 
 
 def database_aliases() -> list[str]:

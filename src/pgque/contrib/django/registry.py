@@ -85,20 +85,8 @@ class DjangoConsumer(Consumer):
                 " transaction on Django's connection; transactional=False and timeout="
                 " are not available (use max_batch_time= on the consumer to bound a batch)"
             )
-        register: Callable[[Any], Any] = super().on(
-            type, transactional=True, ordered_by=ordered_by, model=model
-        )
-        using = self.using
-
-        def decorate(handler: H) -> H:
-            def in_savepoint(msg: Message, conn: psycopg.Connection[Any]) -> Any:
-                with transaction.atomic(using=using):
-                    return handler(msg)
-
-            register(in_savepoint)
-            return handler
-
-        return decorate
+        register = super().on(type, transactional=True, ordered_by=ordered_by, model=model)
+        return self._in_savepoint(register)
 
     def on_batch(
         self,
@@ -125,13 +113,17 @@ class DjangoConsumer(Consumer):
                 " timeout= are not available (use max_batch_time= on the consumer to bound"
                 " a batch)"
             )
-        register: Callable[[Any], Any] = super().on_batch(type, transactional=True, model=model)
+        return self._in_savepoint(super().on_batch(type, transactional=True, model=model))
+
+    def _in_savepoint(self, register: Callable[[Any], Any]) -> Callable[[H], H]:
+        """A decorator that hands ``register`` the handler wrapped in a savepoint
+        (``transaction.atomic``) on Django's connection, and returns it unchanged."""
         using = self.using
 
         def decorate(handler: H) -> H:
-            def in_savepoint(msgs: list[Message], conn: psycopg.Connection[Any]) -> Any:
+            def in_savepoint(arg: Message | list[Message], conn: psycopg.Connection[Any]) -> Any:
                 with transaction.atomic(using=using):
-                    return handler(msgs)
+                    return handler(arg)
 
             register(in_savepoint)
             return handler
