@@ -425,6 +425,19 @@ begin
         v_fixes := v_fixes + 1;
     end if;
 
+    -- Routines whose result type changed, which CREATE OR REPLACE cannot
+    -- change: dropped here (nothing depends on them), written again by the
+    -- function files. _refuse_slot_batch returned void before it said
+    -- whether the batch is open.
+    if exists (
+        select 1 from pg_catalog.pg_proc
+         where oid = pg_catalog.to_regprocedure('pgque._refuse_slot_batch(bigint, text)')
+           and prorettype = 'pg_catalog.void'::pg_catalog.regtype)
+    then
+        drop function pgque._refuse_slot_batch(bigint, text);
+        v_fixes := v_fixes + 1;
+    end if;
+
     -- PgQ lets a consumer be registered before its first tick.
     if exists (
         select 1 from pg_catalog.pg_attribute
@@ -3338,9 +3351,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = x_batch_id;
-    if found then
+    if pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()') then
         if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
             return 1;
         end if;
@@ -3376,9 +3387,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = i_batch_id;
-    if not found then
+    if not pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()') then
         raise exception 'batch_retry: batch % not found', i_batch_id
             using detail = 'pgque:batch_not_found';
     end if;
@@ -4535,9 +4544,10 @@ comment on function pgque.ack(bigint) is
 
 -- Internal: the public functions taking a batch id (ack, nack, finish_batch,
 -- event_retry, get_batch_events ...) leave a partition slot's batch to the
--- slot functions, which check the caller holds the slot's lease.
+-- slot functions, which check the caller holds the slot's lease. Returns
+-- whether batch i_batch_id is open (for the callers that check it).
 create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
-returns void
+returns boolean
 language plpgsql
 as $$
 declare
@@ -4550,6 +4560,7 @@ begin
         raise exception 'batch % belongs to partition slot consumer %; %', i_batch_id, v_name, i_hint
             using detail = 'pgque:partition_slot';
     end if;
+    return v_name is not null;
 end
 $$;
 
@@ -4682,9 +4693,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = i_batch_id;
-    if not found then
+    if not pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()') then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
     end if;
     return pgque._dead_letter_msg(i_batch_id, i_msg_id, i_reason);

@@ -152,9 +152,10 @@ comment on function pgque.ack(bigint) is
 
 -- Internal: the public functions taking a batch id (ack, nack, finish_batch,
 -- event_retry, get_batch_events ...) leave a partition slot's batch to the
--- slot functions, which check the caller holds the slot's lease.
+-- slot functions, which check the caller holds the slot's lease. Returns
+-- whether batch i_batch_id is open (for the callers that check it).
 create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
-returns void
+returns boolean
 language plpgsql
 as $$
 declare
@@ -167,6 +168,7 @@ begin
         raise exception 'batch % belongs to partition slot consumer %; %', i_batch_id, v_name, i_hint
             using detail = 'pgque:partition_slot';
     end if;
+    return v_name is not null;
 end
 $$;
 
@@ -299,9 +301,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = i_batch_id;
-    if not found then
+    if not pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()') then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
     end if;
     return pgque._dead_letter_msg(i_batch_id, i_msg_id, i_reason);

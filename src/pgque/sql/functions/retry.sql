@@ -53,9 +53,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = x_batch_id;
-    if found then
+    if pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()') then
         if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
             return 1;
         end if;
@@ -91,9 +89,7 @@ language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 as $$
 begin
-    perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()');
-    perform 1 from pgque.subscription where sub_batch = i_batch_id;
-    if not found then
+    if not pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()') then
         raise exception 'batch_retry: batch % not found', i_batch_id
             using detail = 'pgque:batch_not_found';
     end if;

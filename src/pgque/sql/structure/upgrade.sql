@@ -66,6 +66,19 @@ begin
         v_fixes := v_fixes + 1;
     end if;
 
+    -- Routines whose result type changed, which CREATE OR REPLACE cannot
+    -- change: dropped here (nothing depends on them), written again by the
+    -- function files. _refuse_slot_batch returned void before it said
+    -- whether the batch is open.
+    if exists (
+        select 1 from pg_catalog.pg_proc
+         where oid = pg_catalog.to_regprocedure('pgque._refuse_slot_batch(bigint, text)')
+           and prorettype = 'pg_catalog.void'::pg_catalog.regtype)
+    then
+        drop function pgque._refuse_slot_batch(bigint, text);
+        v_fixes := v_fixes + 1;
+    end if;
+
     -- PgQ lets a consumer be registered before its first tick.
     if exists (
         select 1 from pg_catalog.pg_attribute
