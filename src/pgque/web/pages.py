@@ -166,48 +166,58 @@ def _refresh(console: Console, request: Request) -> dict[str, Any]:
     }
 
 
+#: The confirmation page's question, what will happen and its button, by action
+#: (any other: a purge); ``{queue}``, ``{chosen}`` (the dead letters chosen),
+#: ``{every}`` (every dead letter) and ``{which}`` (what a purge deletes) are
+#: filled in.
+_CONFIRM_WORDS: dict[str, tuple[str, str, str]] = {
+    "pause": (
+        "Pause queue {queue}?",
+        "Queue {queue} will be paused: sends still succeed, but its consumers get nothing"
+        " new until it is resumed.",
+        "Pause {queue}",
+    ),
+    "resume": (
+        "Resume queue {queue}?",
+        "Queue {queue} will be ticked again: its consumers get what was sent while it was paused.",
+        "Resume {queue}",
+    ),
+    "replay": (
+        "Replay {chosen} of queue {queue}?",
+        "{chosen} of queue {queue} will be sent again as new events and removed from the"
+        " dead letters.",
+        "Replay {chosen}",
+    ),
+    "replay-all": (
+        "Replay every dead letter of queue {queue}?",
+        "All {every} of queue {queue} will be sent again as new events, oldest"
+        " first, and removed from the dead letters.",
+        "Replay all {every}",
+    ),
+    "purge": (
+        "Purge dead letters of queue {queue}?",
+        "{which} will be deleted for good: they cannot be replayed afterwards.",
+        "Purge",
+    ),
+}
+
+
 def _plain_english(
     queue: str, action: str, n_ids: int, seconds: float, total: int
 ) -> dict[str, str]:
     """The confirmation page's question, what will happen, and its button, in words."""
-    if action == "pause":
-        return {
-            "headline": f"Pause queue {queue}?",
-            "explain": f"Queue {queue} will be paused: sends still succeed, but its consumers"
-            " get nothing new until it is resumed.",
-            "button": f"Pause {queue}",
-        }
-    if action == "resume":
-        return {
-            "headline": f"Resume queue {queue}?",
-            "explain": f"Queue {queue} will be ticked again: its consumers get what was sent"
-            " while it was paused.",
-            "button": f"Resume {queue}",
-        }
-    if action == "replay":
-        letters = _count(n_ids, "dead letter")
-        return {
-            "headline": f"Replay {letters} of queue {queue}?",
-            "explain": f"{letters} of queue {queue} will be sent again as new events and"
-            " removed from the dead letters.",
-            "button": f"Replay {letters}",
-        }
-    if action == "replay-all":
-        letters = _count(total, "dead letter")
-        return {
-            "headline": f"Replay every dead letter of queue {queue}?",
-            "explain": f"All {letters} of queue {queue} will be sent again as new events,"
-            " oldest first, and removed from the dead letters.",
-            "button": f"Replay all {letters}",
-        }
+    every = _count(total, "dead letter")
     which = (
-        f"All {_count(total, 'dead letter')} of queue {queue}" if seconds == 0
+        f"All {every} of queue {queue}" if seconds == 0
         else f"The dead letters of queue {queue} older than {age(seconds)}"
     )  # fmt: skip
+    chosen = _count(n_ids, "dead letter")
+    headline, explain, button = _CONFIRM_WORDS.get(action, _CONFIRM_WORDS["purge"])
+    fields = {"queue": queue, "chosen": chosen, "every": every, "which": which}
     return {
-        "headline": f"Purge dead letters of queue {queue}?",
-        "explain": f"{which} will be deleted for good: they cannot be replayed afterwards.",
-        "button": "Purge",
+        "headline": headline.format(**fields),
+        "explain": explain.format(**fields),
+        "button": button.format(**fields),
     }
 
 
