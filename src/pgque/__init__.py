@@ -11,7 +11,7 @@ by priority: :class:`MultiQueueConsumer`), and tick without pg_cron with
 
 from pgque import errors as _errors
 from pgque import records as _records
-from pgque._consumer_options import ConsumerOptions
+from pgque._consumer.options import ConsumerOptions
 from pgque._version import __version__
 from pgque.async_client import AsyncPgqueClient, connect_async
 from pgque.async_consumer import AsyncConsumer

@@ -14,10 +14,9 @@ seconds at most. Connection errors never end the loop: it reconnects with
 backoff (100 ms doubling to 30 s, with jitter, from 100 ms again after a
 successful poll) and polls at once; a setup error (no subscription, no
 queue) ends it at once. Whether to run a ticker, and whether to subscribe,
-are decided on every (re)connection. The loop is :mod:`pgque._async_runner`'s,
-settling :mod:`pgque._async_settle`'s; the options are checked by
-:mod:`pgque._consumer_options` and the shared rules are in
-:mod:`pgque._consumer_policy`.
+are decided on every (re)connection. The loop, the batch sources, the
+handlers' running and the settling are in :mod:`pgque._consumer`; the options
+are checked by :mod:`pgque._consumer.options`.
 
 Stopping (``stop()``, SIGTERM or SIGINT) ends the loop after the current
 batch; a batch that does not finish within ``shutdown_timeout`` is rolled
@@ -27,32 +26,28 @@ rolling the batch back.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from pgque import _consumer_policy as policy
 from pgque._acompat import Event, wait_event
-from pgque._async_batch import AsyncBatchOpener, traced_receive
 from pgque._async_executor import execute, fetch_all
-from pgque._async_handlers import AsyncHandlers, BatchAborted
-from pgque._async_runner import AsyncRunner, setup_errors
-from pgque._async_settle import AsyncSettler
-from pgque._async_slots import AsyncSlotLeases, SlotRef
-from pgque._consumer_options import ALL_MESSAGES, ConsumerOptions, check_source
-from pgque._dispatch import Deadline, HandlerSpec, RateLimiter
-from pgque._every import EverySchedule, Periodic
-from pgque.async_client import AsyncPgqueClient
-from pgque.errors import ConsumerGaveUp, PgqueError, PgqueFenced
-from pgque.message import Message
+from pgque._consumer.async_handlers import AsyncHandlers, BatchAborted
+from pgque._consumer.async_runner import AsyncRunner, setup_errors
+from pgque._consumer.async_settle import AsyncSettler
+from pgque._consumer.async_slots import AsyncSlotLeases
+from pgque._consumer.async_sources import AsyncBatchSource, OpenBatch, source_for, tick_queue
+from pgque._consumer.dispatch import Deadline, HandlerSpec, RateLimiter
+from pgque._consumer.every import EverySchedule, Periodic
+from pgque._consumer.options import ALL_MESSAGES, ConsumerOptions, check_source
+from pgque._consumer.settling import SettleFailed, SettleFailures
+from pgque.errors import ConsumerGaveUp, PgqueError
 from pgque.otel import telemetry
 
 __all__ = ["AsyncConsumer", "ConsumerGaveUp"]
@@ -77,82 +72,77 @@ class AsyncConsumer(AsyncHandlers, Periodic):
             ``listen_dsn`` for NOTIFY wakeups (and for the ticker), else it polls.
         queue: The queue to consume.
         name: The consumer (subscription) name.
-        poll_interval: Longest wait between polls without a NOTIFY, in
-            seconds. Defaults to 30.
-        max_messages: Messages read per receive call; a larger batch is read
-            to the end before the ack. Defaults to all of it.
-        retry_after: Seconds before a failed message is retried, from 0 to
-            3,110,400,000 (100 years, ``pgque.nack``'s bound). Defaults to 60.
-        unknown_handler_policy: ``"nack"`` (default) retries messages without a
-            handler; ``"ack"`` lets the batch ack cover them, with a warning.
-        subconsumer: Join a cooperative consumer as this member
-            (``receive_coop``); several processes then share ``name``'s stream.
-        dead_interval: With ``subconsumer``, take over batches of members idle
-            longer than this (a PostgreSQL interval such as ``"30 seconds"``).
+        poll_interval: Longest wait between polls without a NOTIFY, in seconds. Defaults to
+            30.
+        max_messages: Messages read per receive call; a larger batch is read to the end
+            before the ack. Defaults to all of it.
+        retry_after: Seconds before a failed message is retried, from 0 to 3,110,400,000
+            (100 years, ``pgque.nack``'s bound). Defaults to 60.
+        unknown_handler_policy: ``"nack"`` (default) retries messages without a handler;
+            ``"ack"`` lets the batch ack cover them, with a warning.
+        subconsumer: Join a cooperative consumer as this member (``receive_coop``); several
+            processes then share ``name``'s stream.
+        dead_interval: With ``subconsumer``, take over batches of members idle longer than
+            this (a PostgreSQL interval such as ``"30 seconds"``).
         listen: Wait for NOTIFY wakeups (default). ``False`` polls only.
-        listen_dsn: Connection string for the listening connection (to listen
-            past a pooler); defaults to ``dsn`` (not with ``pooler``). It also
-            feeds the in-process ticker.
-        pooler: ``dsn`` goes through a transaction-mode pooler (PgBouncer,
-            Supavisor, RDS Proxy): no prepared statements
-            (``prepare_threshold=None`` on the batch connection), no LISTEN
-            through it (``listen_dsn`` listens past it, else the consumer polls
-            every ``poll_interval``: lower it), and an in-process ticker that
-            runs in pooler mode too unless ``listen_dsn`` feeds it. Without it
-            a pooler's symptoms end :meth:`start` with
-            :class:`~pgque.errors.PgquePoolerError`. Defaults to False.
-        ticker: ``"auto"`` (default) runs an in-process :class:`~pgque.Ticker`
-            unless ``pgque.config`` shows a scheduler (pg_cron, pg_timetable);
-            ``True`` always, ``False`` never.
-        concurrency: Handle up to this many messages of a batch at once, in
-            tasks; the batch is acked when all are done. Defaults to 1.
-            Not with transactional handlers (they share the batch's connection).
-        rate_limit: At most this many messages a second (a token bucket with
-            a burst of one second's worth; the batch stays open while
-            throttled). Defaults to no limit.
-        max_batch_time: Seconds one batch may take; messages not yet handled
-            by then are nacked and the batch is acked, so a slow batch never
-            holds rotation forever. Defaults to no limit.
-        shutdown_timeout: Seconds the current batch gets to finish after a
-            stop; past it the batch is rolled back (and redelivered).
-            Defaults to 30.
-        retry_backoff: ``(base, cap)`` seconds: a failed message is retried
-            after ``min(cap, base * 2 ** retry_count)`` instead of the fixed
-            ``retry_after``. Defaults to off.
-        max_abandoned: How many handlers that outlive their ``timeout`` (a
-            thread cannot be killed; a task that ignores its cancellation)
-            the consumer tolerates before it exits with
-            :class:`ConsumerGaveUp` for its supervisor to restart it.
-            Defaults to 10.
-        max_settle_failures: How many batches in a row may fail to settle (a
-            dead letter, the ack or its commit refused; each is rolled back
-            and tried again after a growing pause) before :meth:`start`
-            raises :class:`ConsumerGaveUp`. Defaults to 5.
-        subscribe: Subscribe the consumer (or, with ``subconsumer``, the
-            member; with ``partitions``, every slot) on every connection, if
-            it is not yet. Defaults to False: a consumer that is not
-            subscribed makes :meth:`start` raise
+        listen_dsn: Connection string for the listening connection (to listen past a
+            pooler); defaults to ``dsn`` (not with ``pooler``). It also feeds the in-process
+            ticker.
+        ticker: ``"auto"`` (default) runs an in-process :class:`~pgque.Ticker` unless
+            ``pgque.config`` shows a scheduler (pg_cron, pg_timetable); ``True`` always,
+            ``False`` never.
+        concurrency: Handle up to this many messages of a batch at once, in tasks; the batch
+            is acked when all are done. Defaults to 1. Not with transactional handlers (they
+            share the batch's connection).
+        rate_limit: At most this many messages a second (a token bucket with a burst of one
+            second's worth; the batch stays open while throttled). Defaults to no limit.
+        max_batch_time: Seconds one batch may take; messages not yet handled by then are
+            nacked and the batch is acked, so a slow batch never holds rotation forever.
+            Defaults to no limit.
+        shutdown_timeout: Seconds the current batch gets to finish after a stop; past it the
+            batch is rolled back (and redelivered). Defaults to 30.
+        retry_backoff: ``(base, cap)`` seconds: a failed message is retried after ``min(cap,
+            base * 2 ** retry_count)`` instead of the fixed ``retry_after``. Defaults to
+            off.
+        max_abandoned: How many handlers that outlive their ``timeout`` (a thread cannot be
+            killed; a task that ignores its cancellation) the consumer tolerates before it
+            exits with :class:`ConsumerGaveUp` for its supervisor to restart it. Defaults to
+            10.
+        max_settle_failures: How many batches in a row may fail to settle (a dead letter,
+            the ack or its commit refused; each is rolled back and tried again after a
+            growing pause) before :meth:`start` raises :class:`ConsumerGaveUp`. Defaults to
+            5.
+        subscribe: Subscribe the consumer (or, with ``subconsumer``, the member; with
+            ``partitions``, every slot) on every connection, if it is not yet. Defaults to
+            False: a consumer that is not subscribed makes :meth:`start` raise
             :class:`~pgque.errors.PgqueConsumerNotFound`.
         partitions: Consume as a partitioned consumer of this many slots
-            (``pgque.subscribe_slot``): messages of one partition key are
-            handled in order, different keys in parallel by the workers
-            holding their slots. The consumer claims free slots by lease,
-            renews them by working, and moves on when another worker holds a
-            slot. Not with ``subconsumer`` or ``max_messages``.
-        max_slots: With ``partitions``, the most slots this consumer holds at
-            once: ``ceil(partitions / workers)`` spreads them over that many
-            processes. Defaults to all.
-        lease_ttl: With ``partitions``, seconds a slot stays leased without a
-            call (a stopped worker's slots are taken over after it). The
-            consumer polls at least every third of it. Defaults to 30.
-        worker_id: With ``partitions``, this worker's id in the leases, unique
-            per process. Defaults to ``host:pid:random``.
+            (``pgque.subscribe_slot``): messages of one partition key are handled in order,
+            different keys in parallel by the workers holding their slots. The consumer
+            claims free slots by lease, renews them by working, and moves on when another
+            worker holds a slot. Not with ``subconsumer`` or ``max_messages``.
+        max_slots: With ``partitions``, the most slots this consumer holds at once:
+            ``ceil(partitions / workers)`` spreads them over that many processes. Defaults
+            to all.
+        lease_ttl: With ``partitions``, seconds a slot stays leased without a call (a
+            stopped worker's slots are taken over after it). The consumer polls at least
+            every third of it. Defaults to 30.
+        worker_id: With ``partitions``, this worker's id in the leases, unique per process.
+            Defaults to ``host:pid:random``.
+        pooler: ``dsn`` goes through a transaction-mode pooler (PgBouncer, Supavisor, RDS
+            Proxy): no prepared statements (``prepare_threshold=None`` on the batch
+            connection), no LISTEN through it (``listen_dsn`` listens past it, else the
+            consumer polls every ``poll_interval``: lower it), and an in-process ticker that
+            runs in pooler mode too unless ``listen_dsn`` feeds it. Without it a pooler's
+            symptoms end :meth:`start` with :class:`~pgque.errors.PgquePoolerError`.
+            Defaults to False.
     """
 
     def __init__(
         self,
         dsn: str | AsyncConnectionPool[Any] | psycopg.AsyncConnection[Any],
         *,
+        # -- generated from ConsumerOptions by tools/consumer_options.py: do not edit --
         queue: str,
         name: str,
         poll_interval: float = 30,
@@ -177,23 +167,14 @@ class AsyncConsumer(AsyncHandlers, Periodic):
         lease_ttl: float = 30,
         worker_id: str | None = None,
         pooler: bool = False,
+        # -- end of generated --
     ) -> None:
         check_source(dsn)
         self.dsn = dsn
-        self.options = ConsumerOptions(
-            queue=queue, name=name, poll_interval=poll_interval, max_messages=max_messages,
-            retry_after=retry_after, unknown_handler_policy=unknown_handler_policy,
-            subconsumer=subconsumer, dead_interval=dead_interval,
-            # a pooled or given connection never listens (it carries the batches),
-            # nor does one through a pooler
-            listen=listen and (listen_dsn is not None or (isinstance(dsn, str) and not pooler)),
-            listen_dsn=listen_dsn, ticker=ticker, concurrency=concurrency,
-            rate_limit=rate_limit, max_batch_time=max_batch_time,
-            shutdown_timeout=shutdown_timeout, retry_backoff=retry_backoff,
-            max_abandoned=max_abandoned, max_settle_failures=max_settle_failures,
-            subscribe=subscribe, partitions=partitions, max_slots=max_slots,
-            lease_ttl=lease_ttl, worker_id=worker_id, pooler=pooler,
-        )  # fmt: skip
+        # A pooled or given connection never listens (it carries the batches), nor
+        # does one through a pooler.
+        listen = listen and (listen_dsn is not None or (isinstance(dsn, str) and not pooler))
+        self.options = ConsumerOptions.of(locals())
         self._log = logging.getLogger(f"pgque.consumer.{name}")
         self._handlers: dict[str, HandlerSpec] = {}
         self._schedules: dict[str, EverySchedule] = {}  # by name, see every()
@@ -202,10 +183,10 @@ class AsyncConsumer(AsyncHandlers, Periodic):
         self._batch_deadline = Deadline()
         self._observed = (False, False)  # (tracing, metering), set per batch
         self._abandoned = 0
-        self._settles = policy.SettleFailures(max_settle_failures)
+        self._settles = SettleFailures(max_settle_failures)
         self._rate: RateLimiter | None = None
         self._slots: AsyncSlotLeases | None = None
-        self._batches = AsyncBatchOpener()
+        self._source: AsyncBatchSource | None = None
         self._worker = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         #: Seconds since the epoch of the last poll that completed (None: none yet).
         self.last_poll_at: float | None = None
@@ -244,9 +225,9 @@ class AsyncConsumer(AsyncHandlers, Periodic):
         or after changing ``partitions`` and its options."""
         self._stop.clear()
         self._hard_stop.clear()
-        self._settles = policy.SettleFailures(self.max_settle_failures)
+        self._settles = SettleFailures(self.max_settle_failures)
         self._rate = RateLimiter(self.rate_limit) if self.rate_limit is not None else None
-        self._slots = None
+        self._slots, self._source = None, None
         if self.partitions is not None:
             self._slots = AsyncSlotLeases(
                 self.queue, self.name, self.partitions,
@@ -280,13 +261,8 @@ class AsyncConsumer(AsyncHandlers, Periodic):
         """
         async with setup_errors(conn, self.queue, self.name):
             await execute(conn, "keep_backend_heap")
-            if self.subscribe and self._slots is not None:
-                await self._slots.subscribe(AsyncPgqueClient(conn))
-            elif self.subscribe and self.subconsumer is None:
-                await execute(conn, "subscribe", (self.queue, self.name))
-            elif self.subscribe:
-                params = (self.queue, self.name, self.subconsumer)
-                await execute(conn, "subscribe_subconsumer", params)
+            if self.subscribe:
+                await self._batch_source().subscribe(conn)
         for schedule in self._schedules.values():  # their errors say what to do already
             await self._schedule(conn, schedule)
 
@@ -338,7 +314,7 @@ class AsyncConsumer(AsyncHandlers, Periodic):
                 self.name,
             )
             return None
-        except policy.SettleFailed as failed:
+        except SettleFailed as failed:
             await wait_event(self._stop, self._settles.failed(failed.cause, self._log, self.name))
             return failed.handled
         finally:
@@ -350,59 +326,18 @@ class AsyncConsumer(AsyncHandlers, Periodic):
     async def _poll_batch(
         self, conn: psycopg.AsyncConnection[Any], tick: float | None
     ) -> int | None:
-        client = AsyncPgqueClient(conn)
-        plain = self._slots is None and self.subconsumer is None
-        if plain and self._batches.fits(conn):
-            async with self._batches.transaction(conn):  # BEGIN, receive (and tick): one trip
-                msgs = await traced_receive(self.queue, self.name, functools.partial(
-                    self._batches.receive, conn, self.queue, self.name, self.max_messages,
-                    tick=tick))  # fmt: skip
-                finish = functools.partial(self._batches.ack_commit, conn)
-                return await self._process(conn, client, msgs, finish=finish) if msgs else None
-        if tick is not None:
-            await self._tick(conn, tick)
-        if self._slots is not None:
-            return await self._poll_slots(conn, client, self._slots)
-        if self.subconsumer is not None:
-            # Taking a cooperative batch locks the group: in its own short
-            # transaction, so other members are not held up while we work.
-            subconsumer = self.subconsumer
-            msgs = await traced_receive(self.queue, self.name, functools.partial(
-                client.receive_coop, self.queue, self.name, subconsumer,
-                max_messages=self.max_messages, dead_interval=self.dead_interval))  # fmt: skip
-            if not msgs:
-                return None
-            async with conn.transaction():
-                return await self._process(conn, client, msgs)
-        async with conn.transaction():  # in the caller's transaction: a savepoint
-            msgs = await traced_receive(self.queue, self.name, functools.partial(
-                client.receive, self.queue, self.name, self.max_messages))  # fmt: skip
-            return await self._process(conn, client, msgs) if msgs else None
+        return await self._batch_source().poll(conn, tick, self._process)
+
+    def _batch_source(self) -> AsyncBatchSource:
+        """The batch source of the consumer's mode, made again when an option changed."""
+        source = self._source
+        if source is None or source.options is not self.options:
+            source = self._source = source_for(self.options, self._slots)
+        return source
 
     async def _tick(self, conn: psycopg.AsyncConnection[Any], max_wait: float) -> None:
         """Tick the queue as ``ticker_eager`` does, arming the wakeup (autocommit ``conn``)."""
-        await execute(conn, "consumer_tick", (self.queue, f"{max_wait} seconds"))
-
-    async def _poll_slots(
-        self, conn: psycopg.AsyncConnection[Any], client: AsyncPgqueClient, slots: AsyncSlotLeases
-    ) -> int | None:
-        """Claim free slots, then handle the first held slot with messages (each
-        receive renews that slot's lease; a slot taken over is dropped). The
-        lease row stays locked until the batch commits, so no other worker can
-        take the slot over in the middle of a batch."""
-        await slots.claim(client)
-        for slot in slots.in_turn():
-            try:
-                async with conn.transaction():
-                    msgs = await traced_receive(
-                        self.queue, self.name, functools.partial(slots.receive, client, slot)
-                    )
-                    if msgs:
-                        slots.worked(slot)
-                        return await self._process(conn, client, msgs, slots.ref(slot))
-            except PgqueFenced:
-                slots.lost(slot)
-        return None
+        await tick_queue(conn, self.queue, max_wait)
 
     @property
     def wait_interval(self) -> float:
@@ -412,10 +347,9 @@ class AsyncConsumer(AsyncHandlers, Periodic):
             return self.poll_interval
         return min(self.poll_interval, self.lease_ttl / 3)
 
-    async def _process(
-        self, conn: psycopg.AsyncConnection[Any], client: AsyncPgqueClient, msgs: list[Message],
-        slot: SlotRef | None = None, finish: Callable[[int], Awaitable[int]] | None = None,
-    ) -> int:  # fmt: skip
+    async def _process(self, batch: OpenBatch) -> int:
+        """Run the handlers of an open batch, settle every message and ack it."""
+        conn, client, msgs = batch.client.conn, batch.client, batch.messages
         batch_id = msgs[0].batch_id
         tel = telemetry()
         # Looked up once a batch (not per message): OpenTelemetry may be configured later.
@@ -427,7 +361,7 @@ class AsyncConsumer(AsyncHandlers, Periodic):
             self._batch_deadline.tighten(self.shutdown_timeout)
         settler = AsyncSettler(self.queue, self.name, retry_after=self.retry_after,
                                retry_backoff=self.retry_backoff, log=self._log,
-                               slot=slot)  # fmt: skip
+                               slot=batch.slot)  # fmt: skip
         count = 0
         try:
             while msgs:
@@ -441,8 +375,8 @@ class AsyncConsumer(AsyncHandlers, Periodic):
                     if len(msgs) >= self.max_messages and self.max_messages < ALL_MESSAGES
                     else []
                 )
-            await settler.ack(client, batch_id, finish)
-        except policy.SettleFailed as failed:
+            await settler.ack(client, batch_id, batch.finish)
+        except SettleFailed as failed:
             failed.handled = count + len(msgs)
             raise
         return count

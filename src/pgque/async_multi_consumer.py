@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pgque._acompat import Event
-from pgque._async_runner import AsyncRunner
+from pgque._consumer.async_runner import AsyncRunner
 from pgque.async_consumer import AsyncConsumer
 
 __all__ = ["AsyncMultiQueueConsumer"]

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pgque._compat import Event
-from pgque._runner import Runner
+from pgque._consumer.runner import Runner
 from pgque.consumer import Consumer
 
 __all__ = ["MultiQueueConsumer"]

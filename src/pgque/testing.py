@@ -54,11 +54,11 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgque._cluster import TempCluster
-from pgque._consumer_options import ALL_MESSAGES
-from pgque._consumer_policy import SettleFailed
-from pgque._dispatch import Outcome, decided
+from pgque._consumer.dispatch import Outcome, decided
+from pgque._consumer.options import ALL_MESSAGES
+from pgque._consumer.settle import Settler
+from pgque._consumer.settling import SettleFailed
 from pgque._executor import execute, fetch_one, fetch_value
-from pgque._settle import Settler
 from pgque.client import PgqueClient
 from pgque.errors import PgqueError, from_database_error
 from pgque.installer import install

@@ -20,8 +20,8 @@ from twins import batch_done, consumer_class, force_tick, handle, make, multi_cl
 import pgque
 from _engine import one, rows
 from _wait import wait_for
-from pgque._consumer_options import ConsumerOptions
-from pgque._dispatch import RateLimiter
+from pgque._consumer.dispatch import RateLimiter
+from pgque._consumer.options import ConsumerOptions
 
 
 def options(**kwargs: Any) -> dict[str, Any]:
@@ -69,6 +69,25 @@ def test_concurrency_set_later_must_suit_the_handlers(kind: str) -> None:
     assert consumer.concurrency == 1
     consumer.max_batch_time = 5.0  # other options still change
     assert consumer.max_batch_time == 5.0
+
+
+def test_options_are_frozen_while_the_consumer_runs(
+    kind: str, db: str, conn: psycopg.Connection[Any], queue: str, start: Any
+) -> None:
+    """An option set while the consumer runs is refused (the loop read it once); it
+    changes again once the consumer stopped."""
+    consumer = make(kind, db, **options())
+    handle(consumer, lambda msg: None, "t")
+    running = start(consumer)
+    wait_for(lambda: consumer.running, what="the consumer runs")
+    with pytest.raises(AttributeError, match=r"consumer 'c': retry_after cannot change while"):
+        consumer.retry_after = 5
+    assert consumer.retry_after == 60
+    running.stop()
+    running.thread.join(10)
+    assert not consumer.running
+    consumer.retry_after = 5
+    assert consumer.retry_after == 5
 
 
 def test_handler_nacks_and_dead_letters_its_messages(
@@ -500,3 +519,47 @@ def test_consumer_takes_your_connection(
             await asyncio.wait_for(task, 10)
 
     asyncio.run(main())
+
+
+def _options_tool() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "consumer_options.py"
+    spec = importlib.util.spec_from_file_location("consumer_options_tool", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_options_are_written_from_their_one_declaration() -> None:
+    """The constructors' keyword arguments, their docstrings' Args and the attributes are
+    what tools/consumer_options.py writes from ConsumerOptions (its check passes), and
+    every field's description reaches both consumers' docstrings."""
+    tool = _options_tool()
+    assert tool.main(["--check"]) == 0, "run `python tools/consumer_options.py`"
+    for cls in (pgque.Consumer, pgque.AsyncConsumer):
+        doc = " ".join((cls.__doc__ or "").split())
+        for field in dataclasses.fields(ConsumerOptions):
+            described = " ".join(field.metadata["doc"].split())
+            if cls is pgque.Consumer:
+                described = described.replace("tasks", "threads")
+            assert f"{field.name}: {described}" in doc, (cls.__name__, field.name)
+
+
+def test_the_options_tool_notices_a_change(tmp_path: Any, monkeypatch: Any) -> None:
+    """A description changed in the declaration makes the check fail."""
+    tool = _options_tool()
+    options = tmp_path / "options.py"
+    text = tool.OPTIONS.read_text().replace("The queue to consume.", "The queue it reads.")
+    options.write_text(text)
+    consumer = tmp_path / "async_consumer.py"
+    consumer.write_text(tool.CONSUMER.read_text())
+    monkeypatch.setattr(tool, "OPTIONS", options)
+    monkeypatch.setattr(tool, "CONSUMER", consumer)
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    assert tool.main(["--check"]) == 1
+    assert tool.main([]) == 0
+    assert "queue: The queue it reads." in consumer.read_text()
+    assert tool.main(["--check"]) == 0

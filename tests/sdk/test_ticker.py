@@ -14,7 +14,7 @@ from twins import handle, make
 import _wait
 import pgque
 from _engine import one, rows
-from pgque import _consumer_policy as policy
+from pgque._consumer.ticking import ticker_wanted
 from pgque._queries import query
 from pgque.ticker import _next_scan
 
@@ -185,7 +185,7 @@ def test_consumer_auto_ticker(
     assert running.outcome(timeout=5) is None
     conn.execute("update pgque.config set scheduler = 'pg_cron'")
     row = conn.execute(query("scheduler")).fetchone()  # what the consumers read to decide
-    assert policy.ticker_wanted("auto", row) is False
+    assert ticker_wanted("auto", row) is False
 
 
 def test_eager_tick_sees_a_new_queues_first_event(

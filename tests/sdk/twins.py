@@ -25,8 +25,8 @@ import pytest
 
 import pgque
 from _engine import one
-from pgque._async_batch import AsyncBatchOpener
-from pgque._batch import BatchOpener
+from pgque._consumer.async_batch import AsyncBatchOpener
+from pgque._consumer.batch import BatchOpener
 
 KINDS = ["sync", "async"]
 

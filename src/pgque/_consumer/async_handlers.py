@@ -3,10 +3,10 @@ a batch.
 
 :class:`AsyncHandlers` is the part of :class:`pgque.AsyncConsumer` that
 keeps the handlers by message type and turns a batch's messages into an
-:class:`~pgque._dispatch.Outcome` each: a handler of ``on`` is called per
+:class:`~pgque._consumer.dispatch.Outcome` each: a handler of ``on`` is called per
 message, one of ``on_batch`` once with the list of its messages (at the
 place of the first of them). With ``concurrency`` the calls run in lanes
-(:func:`pgque._dispatch.lanes`); a payload that does not validate into the
+(:func:`pgque._consumer.dispatch.lanes`); a payload that does not validate into the
 handler's ``model=`` (:mod:`pgque._models`) is dead-lettered without a call.
 The consumer then settles the outcomes and acks the batch.
 """
@@ -23,11 +23,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 import psycopg
 from opentelemetry import trace
 
-from pgque import _consumer_policy as policy
 from pgque import tracing
 from pgque._acompat import ASYNC, Event, call_with_timeout, run_lanes, wait_event
-from pgque._consumer_options import ConsumerOptions, ConsumerSettings, check_handler
-from pgque._dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
+from pgque._consumer.dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
+from pgque._consumer.failures import connection_lost
+from pgque._consumer.options import ConsumerOptions, ConsumerSettings, check_handler
+from pgque._consumer.settling import handler_failed_reason
 from pgque._models import explain, model_name, validator
 from pgque.errors import ConnectionAbandoned, ConsumerGaveUp
 from pgque.message import Message
@@ -276,7 +277,7 @@ class AsyncHandlers(ConsumerSettings):
         if self._batch_deadline.passed():
             return Outcome("nack", reason="max_batch_time exceeded")
         if conn is not None and conn.closed:  # a handler swallowed the lost connection's error
-            raise policy.connection_lost(None)
+            raise connection_lost(None)
         return None
 
     def _invalid(self, spec: HandlerSpec, msg: Message) -> Outcome | None:
@@ -339,9 +340,9 @@ class AsyncHandlers(ConsumerSettings):
         except Exception as exc:
             failed = error_type(exc)
             if conn is not None and conn.closed:  # the batch is gone: no further handler
-                raise policy.connection_lost(exc) from exc
+                raise connection_lost(exc) from exc
             self._log.exception("handler failed for msg_id=%s, nacking", msg.msg_id)
-            return Outcome("nack", reason=policy.handler_failed_reason(exc, msg), error=exc)
+            return Outcome("nack", reason=handler_failed_reason(exc, msg), error=exc)
         finally:
             if measured:
                 tel.record_process(self.queue, time.perf_counter() - started, error=failed,
@@ -389,11 +390,10 @@ class AsyncHandlers(ConsumerSettings):
         except Exception as exc:
             failed = error_type(exc)
             if conn is not None and conn.closed:  # the batch is gone: no further handler
-                raise policy.connection_lost(exc) from exc
+                raise connection_lost(exc) from exc
             self._log.exception("batch handler failed for %s, nacking them", _describe(msgs))
             return [
-                decided(msg)
-                or Outcome("nack", reason=policy.handler_failed_reason(exc, msg), error=exc)
+                decided(msg) or Outcome("nack", reason=handler_failed_reason(exc, msg), error=exc)
                 for msg in msgs
             ]
         finally:

@@ -1,10 +1,10 @@
 """Settling messages and batches: the one path of the consumers and ``pgque.testing``.
 
-An :class:`~pgque._dispatch.Outcome` per message is applied on the batch's
+An :class:`~pgque._consumer.dispatch.Outcome` per message is applied on the batch's
 connection, each nack or dead letter in a savepoint; a nack the server
 refuses dead-letters the message with the cause, and a refused dead letter
-or ack raises :class:`~pgque._consumer_policy.SettleFailed` (the batch is
-rolled back), as :mod:`pgque._consumer_policy` states. Every settle makes
+or ack raises :class:`~pgque._consumer.settling.SettleFailed` (the batch is
+rolled back), as :mod:`pgque._consumer.settling` states. Every settle makes
 its OpenTelemetry span.
 """
 
@@ -17,10 +17,11 @@ from typing import Any
 
 import psycopg
 
-from pgque import _consumer_policy as policy
 from pgque._async_executor import execute
-from pgque._async_slots import SlotRef
-from pgque._dispatch import Outcome
+from pgque._consumer.async_slots import SlotRef
+from pgque._consumer.dispatch import Outcome
+from pgque._consumer.failures import is_connection_error
+from pgque._consumer.settling import SettleFailed, retry_delay, retry_interval, settle_refused
 from pgque.async_client import AsyncPgqueClient
 from pgque.errors import PgqueError
 from pgque.message import Message
@@ -72,18 +73,18 @@ class AsyncSettler:
         if outcome.action == "ack":
             return
         if outcome.action == "fail":
-            raise policy.SettleFailed(PgqueError(f"msg_id={msg.msg_id} is not settled"))
+            raise SettleFailed(PgqueError(f"msg_id={msg.msg_id} is not settled"))
         delay = None
         if outcome.action == "nack":
-            delay = policy.retry_delay(msg, outcome, self.retry_after, self.retry_backoff)
+            delay = retry_delay(msg, outcome, self.retry_after, self.retry_backoff)
         try:
             await self._settle_in_db(conn, msg, delay, outcome.reason)
         except Exception as exc:
-            reason = policy.settle_refused(exc, msg, delay, outcome.reason, self._log, self.name)
+            reason = settle_refused(exc, msg, delay, outcome.reason, self._log, self.name)
             try:
                 await self._settle_in_db(conn, msg, None, reason)
             except Exception as again:
-                policy.settle_refused(again, msg, None, reason, self._log, self.name)
+                settle_refused(again, msg, None, reason, self._log, self.name)
 
     async def _settle_in_db(
         self,
@@ -103,10 +104,10 @@ class AsyncSettler:
             params = (msg.batch_id, msg.msg_id, reason)
         elif slot is not None:
             operation, statement = "nack", "nack_partitioned_by_id"
-            params = (*_slot_args(slot), msg.msg_id, policy.retry_interval(delay), reason)
+            params = (*_slot_args(slot), msg.msg_id, retry_interval(delay), reason)
         else:
             operation, statement = "nack", "nack_by_id"
-            params = (msg.batch_id, msg.msg_id, policy.retry_interval(delay), reason)
+            params = (msg.batch_id, msg.msg_id, retry_interval(delay), reason)
         with telemetry().operation(operation, self.queue, attributes=self._attributes) as op:
             op.set_message_id(msg.msg_id)
             async with _savepoint(conn):
@@ -134,9 +135,9 @@ class AsyncSettler:
                 else:
                     acked = await client.ack_partitioned(*_slot_args(self.slot))
         except (psycopg.Error, PgqueError) as exc:
-            if policy.is_connection_error(exc):
+            if is_connection_error(exc):
                 raise
-            raise policy.SettleFailed(exc) from exc
+            raise SettleFailed(exc) from exc
         if acked == 0:
             self._log.warning(
                 "pgque: ack batch %s returned 0 -- stale or double ack"
