@@ -83,18 +83,30 @@ async def notifications(conn: psycopg.AsyncConnection[Any], timeout: float) -> l
 
 
 async def run_lanes(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) -> None:
-    """Run the calls as tasks, at most ``limit`` at once; wait for all of them, then
-    raise the first error."""
-    slots = asyncio.Semaphore(limit)
+    """Run the calls, at most ``limit`` at once; wait for all of them, then raise the
+    first error (in the calls' order).
 
-    async def run(call: Callable[[], Awaitable[None]]) -> None:
-        async with slots:
-            await call()
+    ``limit`` workers (fewer for fewer calls) take the calls in turn, each awaiting
+    one call after another: no task, future or semaphore per call, which a batch of
+    thousands of short handlers would pay for on every message."""
+    errors: dict[int, BaseException] = {}
+    turns = iter(enumerate(calls))  # shared: each call goes to the first free worker
 
-    results = await asyncio.gather(*(run(call) for call in calls), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+    async def worker() -> None:
+        for index, call in turns:
+            try:
+                await call()
+            except asyncio.CancelledError as exc:
+                errors[index] = exc  # this worker ends; the others take the rest
+                raise
+            except BaseException as exc:
+                errors[index] = exc
+
+    # Cancelling the gather (a stop now) cancels every worker.
+    await asyncio.gather(*(worker() for _ in range(min(limit, len(calls)))),
+                         return_exceptions=True)  # fmt: skip
+    if errors:
+        raise errors[min(errors)]
 
 
 async def call_with_timeout(

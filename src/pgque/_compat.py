@@ -56,17 +56,40 @@ def notifications(conn: psycopg.Connection[Any], timeout: float) -> list[psycopg
 
 def run_lanes(calls: Sequence[Callable[[], None]], limit: int) -> None:
     """Run the calls in threads, at most ``limit`` at once; wait for all of them, then
-    raise the first error."""
-    pool = ThreadPoolExecutor(min(limit, len(calls)), thread_name_prefix="pgque-worker")
+    raise the first error (in the calls' order).
+
+    ``limit`` worker threads (fewer for fewer calls) take the calls in turn, each
+    running one call after another: no future per call."""
+    errors: dict[int, BaseException] = {}
+    turns = iter(enumerate(calls))
+    taking = threading.Lock()
+    stopped = threading.Event()  # interrupted: take no further call
+
+    def worker() -> None:
+        while not stopped.is_set():
+            with taking:
+                turn = next(turns, None)
+            if turn is None:
+                return
+            index, call = turn
+            try:
+                call()
+            except BaseException as exc:
+                errors[index] = exc
+
+    workers = min(limit, len(calls))
+    if not workers:
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="pgque-worker")
     try:
-        futures = [pool.submit(call) for call in calls]
-        wait(futures)
+        wait([pool.submit(worker) for _ in range(workers)])
     except BaseException:  # interrupted: do not wait for the running calls
+        stopped.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    for future in futures:
-        future.result()
+    if errors:
+        raise errors[min(errors)]
 
 
 def call_with_timeout(

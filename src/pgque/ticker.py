@@ -84,6 +84,11 @@ _SELF_TICKED_FOR = 0.005
 """Seconds after a consumer of this process ticked its queue itself during which the
 leader leaves that queue to it: no tick, no straggler check, and a round over every
 queue at most this often while only such queues move."""
+_SELF_BUSY_FOR = 0.5
+"""Seconds at most the leader leaves a queue to a consumer of this process while that
+consumer works through a batch (between its tick and the end of its poll): a tick then
+would only cut its next batch smaller, not bring it sooner. The bound serves other
+consumers of the queue (PgQ's own rules, ``pgque.ticker()``, still tick meanwhile)."""
 _WAIT_SLICE = 0.5
 """The longest a wait for a notification goes without looking at the stop flag."""
 _SCAN_SPACING = 9.0
@@ -221,15 +226,29 @@ class Ticker:
         #: True while the xmin horizon is held and ticking is slowed (while leading).
         self.held_xmin = False
         self._self_ticked: dict[str, float] = {}
+        self._busy: dict[str, int] = {}  # queue: its consumers of this process inside a poll
         self._renew_at = 0.0
 
     def note_self_tick(self, queue: str) -> None:
         """Say that a consumer of this process ticks ``queue`` itself before a poll (its
-        tick also arms the wakeup): for a moment the leader leaves that queue to it."""
+        tick also arms the wakeup): the leader leaves that queue to it for a moment, and
+        while the poll works through a batch, until :meth:`note_poll_done`."""
         self._self_ticked[queue] = time.monotonic()
+        self._busy[queue] = self._busy.get(queue, 0) + 1
+
+    def note_poll_done(self, queue: str) -> None:
+        """Say that the poll of a consumer that ticked ``queue`` itself ended."""
+        left = self._busy.get(queue, 0) - 1
+        if left > 0:
+            self._busy[queue] = left
+        else:
+            self._busy.pop(queue, None)
 
     def _left_to_consumer(self, queue: str, now: float) -> bool:
-        return now - self._self_ticked.get(queue, -_SELF_TICKED_FOR) < _SELF_TICKED_FOR
+        ticked = self._self_ticked.get(queue)
+        if ticked is None:
+            return False
+        return now - ticked < (_SELF_BUSY_FOR if queue in self._busy else _SELF_TICKED_FOR)
 
     # -- running -------------------------------------------------------------
 

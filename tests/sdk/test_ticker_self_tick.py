@@ -11,7 +11,7 @@ import psycopg
 
 import pgque
 from _engine import one
-from pgque.ticker import _SELF_TICKED_FOR, _Schedule
+from pgque.ticker import _SELF_BUSY_FOR, _SELF_TICKED_FOR, _Schedule
 
 
 def round_of(
@@ -38,11 +38,33 @@ def test_a_queue_its_consumer_ticks_is_left_to_it_until_it_waits(
     # are read again a moment later, not at the next commit's wakeup.
     assert (quiet, seen, pending, watch) == (False, {}, set(), {})
     assert due.sequences >= now + _SELF_TICKED_FOR
-    # The consumer stopped ticking (it waits): the next round takes the queue back.
+    # The consumer's poll ended and it stopped ticking (it waits): the next round
+    # takes the queue back.
+    ticker.note_poll_done("q")
     later = now + 2 * _SELF_TICKED_FOR
     _, seen, _, watch = round_of(ticker, conn, due, later)
     assert "q" in seen and "q" in watch
     assert one(conn, "select count(*) from pgque.receive('q', 'c')") == 1
+
+
+def test_a_queue_is_left_to_its_consumer_while_its_poll_works_on_a_batch(
+    db: str, conn: psycopg.Connection[Any], queue: str
+) -> None:
+    """A tick while the consumer works through its batch would only cut its next batch
+    smaller (batches of a few events each, a round trip per batch): the leader leaves
+    the queue to it until its poll ends, for at most _SELF_BUSY_FOR."""
+    one(conn, "select pgque.send('q', '{}'::jsonb)")
+    ticker = pgque.Ticker(db)
+    ticker.note_self_tick("q")  # the poll begins
+    now = time.monotonic()
+    busy = now + 2 * _SELF_TICKED_FOR  # past the tick's moment, inside the poll
+    quiet, seen, pending, watch = round_of(ticker, conn, _Schedule(), busy)
+    assert (quiet, seen, pending, watch) == (False, {}, set(), {})
+    # A poll that takes too long: other consumers of the queue get their ticks.
+    _, seen, _, _ = round_of(ticker, conn, _Schedule(), now + _SELF_BUSY_FOR + 0.01)
+    assert "q" in seen
+    ticker.note_poll_done("q")
+    assert not ticker._left_to_consumer("q", busy)
 
 
 def test_a_round_between_reads_of_the_sequences_runs_the_periodic_jobs(

@@ -260,7 +260,7 @@ class AsyncRunner:
                     await self._take_notifies(listener)
                     polled = False
                     for consumer in self.consumers:
-                        if await consumer.poll(conn, tick=self._tick_wait(consumer)):
+                        if await self._poll(consumer, conn):
                             polled = True
                             break  # start again from the highest priority
                     self._backoff.reset()  # a healthy poll: the next reconnect pause is short
@@ -327,15 +327,17 @@ class AsyncRunner:
             return None
         return ticker
 
-    def _tick_wait(self, consumer: Runnable) -> float | None:
-        """The ``max_wait`` of the consumer's own tick in its next poll, or None (no
-        tick): it ticks while this process leads the ticking and the role may tick,
-        so that the poll opens a batch at once. The ticker leaves that queue to it."""
+    async def _poll(self, consumer: Runnable, conn: psycopg.AsyncConnection[Any]) -> int | None:
+        """One poll of ``consumer``, ticking its queue first while this process leads the
+        ticking (the ticker leaves the queue to it until the poll ends)."""
         ticker = self._ticking()
         if ticker is None or consumer.stopping:
-            return None
+            return await consumer.poll(conn)
         ticker.note_self_tick(consumer.queue)
-        return float(ticker.max_wait)
+        try:
+            return await consumer.poll(conn, tick=float(ticker.max_wait))
+        finally:
+            ticker.note_poll_done(consumer.queue)
 
     async def _may_tick(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Whether this role may tick a queue itself (else the ticker's rounds do)."""

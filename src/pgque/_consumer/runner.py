@@ -258,7 +258,7 @@ class Runner:
                     self._take_notifies(listener)
                     polled = False
                     for consumer in self.consumers:
-                        if consumer.poll(conn, tick=self._tick_wait(consumer)):
+                        if self._poll(consumer, conn):
                             polled = True
                             break  # start again from the highest priority
                     self._backoff.reset()  # a healthy poll: the next reconnect pause is short
@@ -325,15 +325,17 @@ class Runner:
             return None
         return ticker
 
-    def _tick_wait(self, consumer: Runnable) -> float | None:
-        """The ``max_wait`` of the consumer's own tick in its next poll, or None (no
-        tick): it ticks while this process leads the ticking and the role may tick,
-        so that the poll opens a batch at once. The ticker leaves that queue to it."""
+    def _poll(self, consumer: Runnable, conn: psycopg.Connection[Any]) -> int | None:
+        """One poll of ``consumer``, ticking its queue first while this process leads the
+        ticking (the ticker leaves the queue to it until the poll ends)."""
         ticker = self._ticking()
         if ticker is None or consumer.stopping:
-            return None
+            return consumer.poll(conn)
         ticker.note_self_tick(consumer.queue)
-        return float(ticker.max_wait)
+        try:
+            return consumer.poll(conn, tick=float(ticker.max_wait))
+        finally:
+            ticker.note_poll_done(consumer.queue)
 
     def _may_tick(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether this role may tick a queue itself (else the ticker's rounds do)."""
