@@ -24,6 +24,7 @@ __all__ = [
     "Event",
     "Interrupted",
     "Interrupter",
+    "Lanes",
     "Lock",
     "call_with_timeout",
     "notifications",
@@ -107,6 +108,18 @@ async def run_lanes(calls: Sequence[Callable[[], Awaitable[None]]], limit: int) 
                          return_exceptions=True)  # fmt: skip
     if errors:
         raise errors[min(errors)]
+
+
+class Lanes:
+    """Runs a consumer's batches' lanes, at most ``limit`` at once (:func:`run_lanes`);
+    the threaded twin keeps its worker threads between batches."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    async def run(self, calls: Sequence[Callable[[], Awaitable[None]]]) -> None:
+        """Run one batch's calls; see :func:`run_lanes`."""
+        await run_lanes(calls, self.limit)
 
 
 async def call_with_timeout(

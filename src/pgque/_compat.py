@@ -60,6 +60,18 @@ def run_lanes(calls: Sequence[Callable[[], None]], limit: int) -> None:
 
     ``limit`` worker threads (fewer for fewer calls) take the calls in turn, each
     running one call after another: no future per call."""
+    workers = min(limit, len(calls))
+    if workers:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="pgque-worker")
+        _raise_first(_run_in(pool, calls, workers))
+        pool.shutdown()
+
+
+def _run_in(
+    pool: ThreadPoolExecutor, calls: Sequence[Callable[[], None]], workers: int
+) -> dict[int, BaseException]:
+    """Run the calls in ``workers`` threads of ``pool``; their errors by call index.
+    Interrupted, the pool is shut down without waiting for the running calls."""
     errors: dict[int, BaseException] = {}
     turns = iter(enumerate(calls))
     taking = threading.Lock()
@@ -77,19 +89,41 @@ def run_lanes(calls: Sequence[Callable[[], None]], limit: int) -> None:
             except BaseException as exc:
                 errors[index] = exc
 
-    workers = min(limit, len(calls))
-    if not workers:
-        return
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="pgque-worker")
     try:
         wait([pool.submit(worker) for _ in range(workers)])
     except BaseException:  # interrupted: do not wait for the running calls
         stopped.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown()
+    return errors
+
+
+def _raise_first(errors: dict[int, BaseException]) -> None:
     if errors:
         raise errors[min(errors)]
+
+
+class Lanes:
+    """Runs a consumer's batches' lanes, at most ``limit`` at once (:func:`run_lanes`),
+    in ``limit`` worker threads kept from one batch to the next (started on the first,
+    ended when the consumer is collected or the interpreter exits)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pool: ThreadPoolExecutor | None = None
+
+    def run(self, calls: Sequence[Callable[[], None]]) -> None:
+        """Run one batch's calls; see :func:`run_lanes`. Interrupted, the threads are
+        left to their calls and the next batch gets new ones."""
+        workers = min(self.limit, len(calls))
+        if not workers:
+            return
+        pool, self._pool = self._pool, None  # given back unless interrupted
+        if pool is None:
+            pool = ThreadPoolExecutor(self.limit, thread_name_prefix="pgque-worker")
+        errors = _run_in(pool, calls, workers)
+        self._pool = pool
+        _raise_first(errors)
 
 
 def call_with_timeout(

@@ -101,3 +101,30 @@ def test_cancelling_the_lanes_cancels_every_worker() -> None:
     asyncio.run(main())
     assert started == 4  # four workers took one call each, none took another
     assert time.monotonic() - began < 5
+
+
+def test_the_threaded_lanes_keep_their_threads_from_batch_to_batch() -> None:
+    """Threads are started once, not per batch (a batch of 64 lanes started 64)."""
+    lanes = _compat.Lanes(4)
+    seen: list[set[int]] = []
+    for _ in range(3):
+        idents: set[int] = set()
+
+        def call(idents: set[int] = idents) -> None:
+            idents.add(threading.get_ident())
+            time.sleep(0.002)
+
+        lanes.run([call] * 20)
+        seen.append(idents)
+    assert len(seen[0]) > 1
+    assert seen[1] <= seen[0] and seen[2] <= seen[0]
+
+
+def test_threaded_lanes_raise_the_first_error_and_go_on() -> None:
+    lanes = _compat.Lanes(3)
+    calls = Lanes(10, fail={4: RuntimeError("four")}).sync_calls()
+    with pytest.raises(RuntimeError, match="four"):
+        lanes.run(calls)
+    again = Lanes(6)
+    lanes.run(again.sync_calls())  # the threads serve the next batch
+    assert sorted(again.ran) == list(range(6))

@@ -25,7 +25,7 @@ import psycopg
 from opentelemetry import trace
 
 from pgque import tracing
-from pgque._compat import Event, call_with_timeout, run_lanes, wait_event
+from pgque._compat import Event, Lanes, call_with_timeout, wait_event
 from pgque._consumer.dispatch import Deadline, HandlerSpec, Outcome, RateLimiter, decided, lanes
 from pgque._consumer.failures import connection_lost
 from pgque._consumer.options import ConsumerOptions, ConsumerSettings, check_handler
@@ -66,6 +66,9 @@ class Handlers(ConsumerSettings):
     _observed: tuple[bool, bool]  # (tracing, metering), set per batch
     _abandoned: int
     _rate: RateLimiter | None
+    #: Runs a batch's lanes (made on the first batch with concurrency, and again when
+    #: ``concurrency`` changed).
+    _lanes: Lanes | None = None
 
     def _check_options(self, options: ConsumerOptions) -> None:
         """A changed option must suit every handler registered (``concurrency`` above 1
@@ -262,7 +265,9 @@ class Handlers(ConsumerSettings):
                 run_lane(lane)
         else:
             calls = [functools.partial(run_lane, lane) for lane in grouped]
-            run_lanes(calls, self.concurrency)  # re-raises BatchAborted from a lane
+            if self._lanes is None or self._lanes.limit != self.concurrency:
+                self._lanes = Lanes(self.concurrency)
+            self._lanes.run(calls)  # re-raises BatchAborted from a lane
         return [results[id(m)] for m in msgs]
 
     def _may_go_on(self, conn: psycopg.Connection[Any] | None) -> Outcome | None:
