@@ -60,7 +60,8 @@ class AsyncConsumer(AsyncHandlers, Periodic):
     happens until :meth:`start`. The consumer does not subscribe itself
     unless ``subscribe=True``: ``pgque subscribe QUEUE NAME`` first (in
     cooperative mode ``receive_coop`` registers the member). Every option
-    is an attribute too (``consumer.retry_after``), checked when set.
+    is an attribute too (``consumer.retry_after``), checked when set and frozen
+    while the consumer runs.
 
     Args:
         dsn: Connection string, used as given; or a ``psycopg_pool.AsyncConnectionPool``
