@@ -63,8 +63,9 @@ def run_lanes(calls: Sequence[Callable[[], None]], limit: int) -> None:
     workers = min(limit, len(calls))
     if workers:
         pool = ThreadPoolExecutor(workers, thread_name_prefix="pgque-worker")
-        _raise_first(_run_in(pool, calls, workers))
-        pool.shutdown()
+        errors = _run_in(pool, calls, workers)
+        pool.shutdown()  # before raising: the threads end with the batch
+        _raise_first(errors)
 
 
 def _run_in(
