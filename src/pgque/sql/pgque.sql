@@ -534,10 +534,7 @@ comment on function pgque.version() is
     'The installed pgque version.';
 
 create or replace function pgque.quote_fqname(i_name text)
-returns text
-language sql immutable strict
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language sql immutable strict set search_path = pgque, pg_catalog, pg_temp as $$
     -- The first dot splits schema from name; an unqualified name is in public.
     select case
         when pg_catalog.strpos(i_name, '.') > 0 then
@@ -554,10 +551,8 @@ comment on function pgque.quote_fqname(text) is
 -- sequences. pgque's own callers are definer functions and pass names
 -- proven by _queue_relation().
 create or replace function pgque.seq_getval(i_seq_name text)
-returns bigint
-language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql strict
+security invoker set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_value bigint;
 begin
@@ -571,10 +566,8 @@ comment on function pgque.seq_getval(text) is
     'The last value of a sequence, without advancing it.';
 
 create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
-returns bigint
-language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql strict
+security invoker set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_current bigint;
 begin
@@ -592,9 +585,7 @@ comment on function pgque.seq_setval(text, bigint) is
 -- Internal: seq_setval for a sequence a definer function has proven to be
 -- pgque's own (see _queue_relation): moves it forward, never back.
 create or replace function pgque._seq_forward(i_seq regclass, i_new_value bigint)
-returns bigint
-language plpgsql strict
-as $$
+returns bigint language plpgsql strict as $$
 declare
     v_current bigint;
 begin
@@ -609,10 +600,7 @@ $$;
 
 create or replace function pgque.log_event(
     i_level text, i_component text, i_message text, i_attrs jsonb default '{}')
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_level is null or i_level not in ('debug', 'info', 'notice', 'warning', 'error') then
         raise exception 'log_event: level must be one of debug, info, notice, warning, error, got %',
@@ -630,9 +618,7 @@ comment on function pgque.log_event(text, text, text, jsonb) is
 -- ('tick'). The name follows from the id, in schema pgque where only
 -- pgque's owner creates objects; never from the queue row's stored names.
 create or replace function pgque._queue_sequence(i_queue_id integer, i_kind text)
-returns regclass
-language sql stable
-as $$
+returns regclass language sql stable as $$
     select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
@@ -640,9 +626,7 @@ $$;
 -- Internal: the queue row by name, or queue_not_found ('queue not found:
 -- <name>'; a NULL name is written as i_null_as).
 create or replace function pgque._queue_row(i_queue_name text, i_null_as text default '<NULL>')
-returns pgque.queue
-language plpgsql stable
-as $$
+returns pgque.queue language plpgsql stable as $$
 declare
     q pgque.queue;
 begin
@@ -659,10 +643,7 @@ $$;
 -- commit. A row lock on pgque's own table: no other login can take it, as it
 -- could an advisory lock key (docs/development.md, "Coordination").
 create or replace function pgque._lock_mutex(i_name text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform 1 from pgque.mutex where mutex_name = i_name for update;
     if not found then
@@ -682,9 +663,7 @@ comment on function pgque._lock_mutex(text) is
 -- line breaks or other control characters, no spaces at either end (names
 -- that look alike).
 create or replace function pgque._check_name(i_what text, i_name text)
-returns void
-language plpgsql immutable
-as $$
+returns void language plpgsql immutable as $$
 begin
     if coalesce(i_name, '') = '' then
         raise exception '% name must not be empty', i_what using detail = 'pgque:invalid_argument';
@@ -701,9 +680,7 @@ end
 $$;
 
 create or replace function pgque._check_queue_name(i_queue_name text)
-returns void
-language plpgsql immutable
-as $$
+returns void language plpgsql immutable as $$
 begin
     if i_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
@@ -725,10 +702,7 @@ $$;
 -- stored string, and the object found must be in schema pgque (by OID) and
 -- of the right kind; tables must descend from pgque.event_template.
 create or replace function pgque._queue_relation(q pgque.queue, i_part text)
-returns regclass
-language plpgsql stable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns regclass language plpgsql stable set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text := 'event_' || q.queue_id::text;
     v_kind "char" := 'r';
@@ -767,10 +741,8 @@ end
 $$;
 
 create or replace function pgque.tune_storage(i_queue_name text)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     i integer;
@@ -793,10 +765,8 @@ comment on function pgque.tune_storage(text) is
     'Sets storage parameters on a queue''s event tables (fillfactor 100, no autovacuum).';
 
 create or replace function pgque.grant_perms(x_queue_name text)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_table text;
@@ -825,10 +795,7 @@ comment on function pgque.grant_perms(text) is
     'Applies pgque''s role grants to a queue''s event tables and sequences.';
 
 create or replace function pgque.create_queue(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_id integer;
     v_base text;
@@ -877,10 +844,7 @@ comment on function pgque.create_queue(text) is
 
 
 create or replace function pgque.create_queue(i_queue text, i_options jsonb)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_created integer;
     v_key text;
@@ -908,10 +872,7 @@ comment on function pgque.create_queue(text, jsonb) is
     'Creates a queue and applies each option (set_queue_config names, e.g. {"max_retries": 3}) in the same transaction. Returns 1, or 0 when it existed.';
 
 create or replace function pgque.pause_queue(i_queue text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque.set_queue_config(i_queue, 'ticker_paused', 'true');
 end
@@ -920,10 +881,7 @@ comment on function pgque.pause_queue(text) is
     'Stops ticking the queue: sends still succeed, consumers get nothing new until resume_queue().';
 
 create or replace function pgque.resume_queue(i_queue text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque.set_queue_config(i_queue, 'ticker_paused', 'false');
 end
@@ -932,10 +890,7 @@ comment on function pgque.resume_queue(text) is
     'Resumes ticking a paused queue.';
 
 create or replace function pgque.drop_queue(x_queue_name text, x_force boolean)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_consumer text;
@@ -1013,10 +968,7 @@ comment on function pgque.drop_queue(text) is
 
 create or replace function pgque.set_queue_config(
     x_queue_name text, x_param_name text, x_param_value text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_int integer;
@@ -1117,9 +1069,7 @@ comment on function pgque.set_queue_config(text, text, text) is
 -- Internal: the producers' half, after every routed insert (one read of
 -- the sequence; a nextval and a NOTIFY once per arming).
 create or replace function pgque._wake(i_queue_id integer)
-returns void
-language plpgsql
-as $$
+returns void language plpgsql as $$
 begin
     -- Simple expressions: PL/pgSQL evaluates them without the executor.
     if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) = 0
@@ -1138,10 +1088,8 @@ $$;
 -- arming) notifies at commit. A sequence never drawn from reads
 -- 0 (PgQ's gauge reads 1 both before and after a queue's first event).
 create or replace function pgque._ticker_arm_wake()
-returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
     return query select s.queue_name, s.event_seq, s.tick_event_seq from pgque._ticker_sequences() s;
@@ -1155,10 +1103,7 @@ $$;
 -- consumer that found nothing may wait on pgque_ticker_wake and is woken
 -- by the next commit itself, not by the ticker's next round.
 create or replace function pgque._consumer_tick(i_queue_name text, i_max_wait interval)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) is distinct from 0 then
         perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
@@ -1206,10 +1151,7 @@ $$;
 -- committed and left events. Returns 1 when it ticked, 2 while some of those
 -- transactions still run (look again later), 0 when there is nothing to do.
 create or replace function pgque._tick_stragglers(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_snapshot pg_snapshot;
@@ -1294,9 +1236,7 @@ as $$ select 16 $$;
 -- below and in batch_reader.sql keep their code as such templates;
 -- tests/engine/generated/ holds what they render for two queues.
 create or replace function pgque._render(i_template text, i_values jsonb)
-returns text
-language plpgsql immutable
-as $$
+returns text language plpgsql immutable as $$
 declare
     v_parts text[] := pg_catalog.regexp_split_to_array(i_template, '\{[a-z0-9_]+\}');
     v_names text[] := array(
@@ -1358,9 +1298,7 @@ $$;
 -- Internal: the schema-qualified name of event table i_table of queue q,
 -- proven to be the queue's own.
 create or replace function pgque._event_table_name(q pgque.queue, i_table integer)
-returns text
-language sql stable
-as $$
+returns text language sql stable as $$
     select pg_catalog.format('pgque.%I', c.relname)
       from pg_catalog.pg_class c
      where c.oid = pgque._queue_relation(q, i_table::text)
@@ -1372,9 +1310,7 @@ create or replace function pgque._insert_dynamic(
     i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,
     i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
     i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     q pgque.queue%rowtype;
 begin
@@ -1394,9 +1330,7 @@ create or replace function pgque._insert_batch_dynamic(
     i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],
     i_types text[], i_type text,
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     q pgque.queue%rowtype;
 begin
@@ -1414,9 +1348,7 @@ $$;
 -- binary search over i_keys (ascending) and runs i_codes[i] when it equals
 -- i_keys[i]; when none matches, control falls through past the code.
 create or replace function pgque._router_branches(i_var text, i_keys integer[], i_codes text[])
-returns text
-language plpgsql immutable
-as $$
+returns text language plpgsql immutable as $$
 declare
     -- Both halves of a search step; one branch of a linear run (keyword
     -- 'if' for the first, 'elsif' after), closed by 'end if;'.
@@ -1483,9 +1415,7 @@ $$;
 -- Internal: the code that hands the call to router i_name, or to the
 -- dynamic path when i_name is NULL.
 create or replace function pgque._router_call(i_kind text, i_name text)
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select pgque._render('    return pgque.{function}({args});', pg_catalog.jsonb_build_object(
         'function', case when i_name is not null then pg_catalog.quote_ident(i_name)
                          when i_kind = 'event' then '_insert_dynamic'
@@ -1498,9 +1428,7 @@ $$;
 -- hands the call to router i_targets[i], then the dynamic path.
 create or replace function pgque._router_dispatch(
     i_kind text, i_var text, i_divisor integer, i_keys integer[], i_targets text[])
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select pgque._render($tpl$declare
     {var} integer := i_queue_id / {divisor};
 begin
@@ -1517,10 +1445,7 @@ $$;
 -- Internal: writes the top router of a kind with a branch for every middle
 -- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_middles integer[];
 begin
@@ -1542,10 +1467,7 @@ $$;
 -- Internal: writes middle router m of a kind unless it exists (its code
 -- depends on m only), and then the top anew.
 create or replace function pgque._ensure_middle_router(i_kind text, i_middle integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
@@ -1568,10 +1490,7 @@ $$;
 -- with ids 16k .. 16k+15: one static INSERT per event table, each table
 -- proven to be its queue's own.
 create or replace function pgque._write_leaf_router(i_kind text, i_leaf integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     -- A branch per queue, and in it one per event table, then the dynamic path.
     v_body constant text := $tpl$begin
@@ -1608,10 +1527,7 @@ $$;
 -- reader (batch_reader.sql), up to date (create_queue and drop_queue call
 -- it in their transaction).
 create or replace function pgque._update_router(i_queue_id integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
@@ -1636,10 +1552,7 @@ $$;
 -- readers (the install runs it, after dropping the routines of the previous
 -- build).
 create or replace function pgque._rebuild_routers()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_kind text;
     v_queue_id integer;
@@ -1683,9 +1596,7 @@ create or replace function pgque._insert_event(
     i_queue_name text, i_ev_id bigint, i_ev_time timestamptz,
     i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
     i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_queue_id integer;
     v_cur_table integer;
@@ -1740,10 +1651,7 @@ create or replace function pgque.insert_event_raw(
     queue_name text, ev_id bigint, ev_time timestamptz,
     ev_owner integer, ev_retry integer, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 end
@@ -1754,10 +1662,7 @@ comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, i
 create or replace function pgque.insert_event(
     queue_name text, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
@@ -1766,10 +1671,7 @@ comment on function pgque.insert_event(text, text, text, text, text, text, text)
     'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
 
 create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
@@ -1778,10 +1680,7 @@ comment on function pgque.insert_event(text, text, text) is
     'Inserts an event with type and data into the queue. Returns the event id.';
 
 create or replace function pgque.current_event_table(x_queue_name text)
-returns text
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_table text;
     v_disabled boolean;
@@ -1818,9 +1717,7 @@ comment on function pgque.current_event_table(text) is
 -- own, which no other login can take (docs/development.md, "Coordination").
 
 create or replace function pgque._require_read_committed(i_caller text)
-returns void
-language plpgsql stable
-as $$
+returns void language plpgsql stable as $$
 begin
     if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
         raise exception '%: must run in READ COMMITTED (transaction isolation is %)',
@@ -1914,10 +1811,7 @@ end
 $$;
 
 create or replace function pgque.ticker(i_queue_name text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
 begin
@@ -1989,10 +1883,7 @@ end
 $$;
 
 create or replace function pgque.ticker()
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_count bigint := 0;
@@ -2024,10 +1915,7 @@ comment on function pgque.ticker() is
 
 create or replace function pgque.ticker(
     i_queue_name text, i_tick_id bigint, i_orig_timestamp timestamptz, i_event_seq bigint)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_last pgque.tick%rowtype;
@@ -2072,10 +1960,7 @@ comment on function pgque.ticker(text, bigint, timestamptz, bigint) is
     'Inserts a tick copied from another source into an external-ticker queue. Returns the tick id.';
 
 create or replace function pgque.force_tick(i_queue_name text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_last_tick bigint;
@@ -2115,9 +2000,7 @@ comment on function pgque.force_next_tick(text) is
 -- gauge. True when that first event exists and the last tick does not see it.
 create or replace function pgque._first_event_unticked(
     q pgque.queue, i_seq bigint, i_last pgque.tick)
-returns boolean
-language plpgsql stable
-as $$
+returns boolean language plpgsql stable as $$
 declare
     v_txid xid8;
     i integer;
@@ -2190,9 +2073,7 @@ comment on function pgque.ticker_eager(text, interval) is
 -- missing one: PgQ's text (clients match it), with the queue's name appended
 -- when i_named (the modern API) and always in the HINT.
 create or replace function pgque._registration_queue(i_queue text, i_named boolean)
-returns integer
-language plpgsql stable
-as $$
+returns integer language plpgsql stable as $$
 declare
     v_queue_id integer;
 begin
@@ -2216,9 +2097,7 @@ $$;
 -- A slot's name with i_hint (what to use instead) is partition_slot; any
 -- other name with '#', or a slot's with a NULL hint, is invalid_argument.
 create or replace function pgque._refuse_reserved_name(i_consumer text, i_hint text)
-returns void
-language plpgsql
-as $$
+returns void language plpgsql as $$
 begin
     if coalesce(pg_catalog.strpos(i_consumer, '#'), 0) = 0 then
         return;
@@ -2234,10 +2113,7 @@ $$;
 
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     -- A missing queue is reported first, as before names were checked.
     perform pgque._registration_queue(x_queue_name, false);
@@ -2251,9 +2127,7 @@ comment on function pgque.register_consumer_at(text, text, bigint) is
 -- Internal: register_consumer_at for any name, pgque's own (a slot's) too.
 create or replace function pgque._register_consumer_at(
     i_queue text, i_consumer text, i_tick_pos bigint)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_queue_id integer;
     v_co_id integer;
@@ -2308,10 +2182,7 @@ end
 $$;
 
 create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.register_consumer_at(x_queue_name, x_consumer_id, null);
 end
@@ -2320,10 +2191,7 @@ comment on function pgque.register_consumer(text, text) is
     'Subscribes a consumer (the second argument is its name) at the latest tick. Returns 1 when new, 0 when already subscribed.';
 
 create or replace function pgque.unregister_consumer(x_queue_name text, x_consumer_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_slot text[];
 begin
@@ -2354,9 +2222,7 @@ comment on function pgque.unregister_consumer(text, text) is
 
 -- Internal: unregister_consumer for any name, a slot's subscription alone too.
 create or replace function pgque._unregister_consumer(i_queue text, i_consumer text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_sub record;
 begin
@@ -2604,8 +2470,7 @@ comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
 
 create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
-returns bigint
-as $$
+returns bigint as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
         perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
@@ -2746,10 +2611,7 @@ comment on function pgque.next_batch_custom(text, text, text, interval, int4, in
 
 create or replace function pgque.next_batch(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
                                     i_dead_interval)).batch_id;
@@ -2763,9 +2625,7 @@ comment on function pgque.next_batch(text, text, text, interval) is
 -- rotation rule guarantees no batch reaches the table before the previous one.
 create or replace function pgque._batch_table_numbers(
     i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
-returns integer[]
-language plpgsql stable
-as $$
+returns integer[] language plpgsql stable as $$
 declare
     v_prev integer := (i_queue.queue_cur_table + i_queue.queue_ntables - 1) % i_queue.queue_ntables;
 begin
@@ -2783,9 +2643,7 @@ $$;
 
 -- Internal: the names of those tables (_batch_table_numbers).
 create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
-returns text[]
-language sql stable
-as $$
+returns text[] language sql stable as $$
     select pg_catalog.array_agg(q.queue_data_pfx || '_' || t order by o)
       from pg_catalog.unnest(pgque._batch_table_numbers(q, i_s1, i_s2)) with ordinality u(t, o)
 $$;
@@ -2818,10 +2676,8 @@ end
 $$;
 
 create or replace function pgque.batch_event_tables(x_batch_id bigint)
-returns setof text
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof text language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     b record := pgque._batch_range(x_batch_id);
 begin
@@ -2881,9 +2737,7 @@ $$;
 -- get_batch_events' result, in PgQ's order, each column prefixed with
 -- i_prefix (a table alias and a dot, or '').
 create or replace function pgque._event_columns(i_prefix text)
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select pg_catalog.format(
         '%1$sev_id, %1$sev_time, %1$sev_txid::text::int8 as ev_txid, %1$sev_retry, %1$sev_type,'
         || ' %1$sev_data, %1$sev_extra1, %1$sev_extra2, %1$sev_extra3, %1$sev_extra4', i_prefix)
@@ -2896,9 +2750,7 @@ $$;
 -- spark_range_sql (the Spark reader) differ only in their filter.
 create or replace function pgque._tick_range_sql(
     i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_filter text)
-returns text
-language plpgsql stable
-as $$
+returns text language plpgsql stable as $$
 declare
     r record := pgque._tick_range_bounds(i_s1, i_s2);
     v_parts text[] := '{}';
@@ -2922,10 +2774,8 @@ end
 $$;
 
 create or replace function pgque.batch_event_sql(x_batch_id bigint)
-returns text
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     b record := pgque._batch_range(x_batch_id);
 begin
@@ -3083,18 +2933,14 @@ comment on function pgque.get_batch_info(bigint) is
 
 -- Internal: the readers' parameters after the queue id, and their result.
 create or replace function pgque._batch_reader_signature()
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select 'i_tables integer[], i_lower xid8, i_upper xid8, i_s1 pg_snapshot, i_s2 pg_snapshot,'
         || ' i_in_list xid8[], i_owner integer, i_ttl interval, i_slot integer, i_n integer,'
         || ' i_limit bigint'
 $$;
 
 create or replace function pgque._batch_reader_result()
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
         || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
         || ' ev_extra4 text)'
@@ -3323,10 +3169,7 @@ $$;
 -- consumer. Events already queued for that consumer are left alone.
 create or replace function pgque._retry_batch_events(
     i_batch_id bigint, i_event_ids bigint[], i_retry_time timestamptz)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_count integer;
 begin
@@ -3346,10 +3189,7 @@ $$;
 
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_time timestamptz)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()') then
         if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
@@ -3369,10 +3209,7 @@ comment on function pgque.event_retry(bigint, bigint, timestamptz) is
 
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_seconds integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.event_retry(x_batch_id, x_event_id,
                              current_timestamp + x_retry_seconds * interval '1 second');
@@ -3382,10 +3219,7 @@ comment on function pgque.event_retry(bigint, bigint, integer) is
     'Queues an event of the open batch for retry after the given seconds. Returns 1, or 0 when already queued.';
 
 create or replace function pgque.batch_retry(i_batch_id bigint, i_retry_seconds integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if not pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()') then
         raise exception 'batch_retry: batch % not found', i_batch_id
@@ -3403,10 +3237,7 @@ create or replace function pgque.event_retry_raw(
     x_ev_id bigint, x_ev_time timestamptz, x_ev_retry integer,
     x_ev_type text, x_ev_data text,
     x_ev_extra1 text, x_ev_extra2 text, x_ev_extra3 text, x_ev_extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_sub record;
     v_ev_id bigint;
@@ -3437,10 +3268,7 @@ comment on function pgque.event_retry_raw(text, text, timestamptz, bigint, times
 -- Internal: moves due retry events back into their queues' current tables,
 -- oldest due first, at most i_limit (all when NULL), set-based per queue.
 create or replace function pgque._move_retry_events(i_limit integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_moved integer;
@@ -3504,10 +3332,7 @@ comment on function pgque.maint_retry_events() is
 -- step 2 only the current one, the rest both.
 
 create or replace function pgque.maint_rotate_tables_step1(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_oldest_xmin xid8;
@@ -3580,10 +3405,7 @@ comment on function pgque.maint_rotate_tables_step1(text) is
     'Rotates the queue''s event tables when due and no consumer needs the oldest one. Returns 0.';
 
 create or replace function pgque.maint_rotate_tables_step2()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     -- Only rotations committed by an earlier transaction: step 2 in the
     -- same transaction as step 1 would lose events of racing writers.
@@ -3605,10 +3427,8 @@ comment on function pgque.maint_rotate_tables_step2() is
     'Completes rotations whose step 1 committed in an earlier transaction. Returns 0.';
 
 create or replace function pgque.maint_tables_to_vacuum()
-returns setof text
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof text language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     -- The bookkeeping tables churn with every batch and tick; they are listed
     -- even with autovacuum on, whose naptime is too slow for them.
     select t from pg_catalog.unnest(array[
@@ -3621,9 +3441,7 @@ comment on function pgque.maint_tables_to_vacuum() is
 
 -- Internal: the queues whose rotation is due (step 1), by name.
 create or replace function pgque._rotation_due()
-returns setof text
-language sql stable
-as $$
+returns setof text language sql stable as $$
     select queue_name from pgque.queue
      where queue_rotation_period is not null
        and queue_switch_step2 is not null
@@ -3632,10 +3450,8 @@ as $$
 $$;
 
 create or replace function pgque.maint_operations(out func_name text, out func_arg text)
-returns setof record
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_queue text;
@@ -3684,10 +3500,7 @@ comment on function pgque.maint_operations() is
 -- run it: pgque's own pgque.maint_*(text), or one an owner registered with
 -- register_maint_function(). Compared by OID, never by name. NULL otherwise.
 create or replace function pgque._allowed_maint_function(i_function text)
-returns regprocedure
-language plpgsql stable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns regprocedure language plpgsql stable set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_proc regprocedure;
 begin
@@ -3713,10 +3526,7 @@ $$;
 
 -- Internal: runs one queue_extra_maint function, when it is allowed to.
 create or replace function pgque._run_extra_maint(i_function text, i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_proc regprocedure := pgque._allowed_maint_function(i_function);
     v_result integer;
@@ -3732,10 +3542,8 @@ end
 $$;
 
 create or replace function pgque.register_maint_function(i_function regprocedure)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_proc record;
 begin
@@ -3760,10 +3568,8 @@ comment on function pgque.register_maint_function(regprocedure) is
     'Owner only: allows a function f(queue text) returning integer in queue_extra_maint (set with set_queue_config(queue, ''extra_maint'', ...)); maint() runs it as pgque''s owner. Returns 1, or 0 when already allowed.';
 
 create or replace function pgque.unregister_maint_function(i_function regprocedure)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     delete from pgque.maint_function m
      where pg_catalog.to_regprocedure(m.mf_function || '(text)') = i_function;
@@ -3774,10 +3580,7 @@ comment on function pgque.unregister_maint_function(regprocedure) is
     'Owner only: withdraws a register_maint_function() permission; maint() skips the function from then on. Returns 1, or 0 when it was not registered.';
 
 create or replace function pgque.maint()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_queue text;
@@ -3874,10 +3677,8 @@ create or replace function pgque.get_queue_info(
     out queue_ticker_max_count integer, out queue_ticker_max_lag interval,
     out queue_ticker_idle_period interval, out ticker_lag interval,
     out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, q.queue_ntables, q.queue_cur_table,
            q.queue_rotation_period, q.queue_switch_time,
            q.queue_external_ticker, q.queue_ticker_paused,
@@ -3924,10 +3725,8 @@ create or replace function pgque.get_consumer_info(
     out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
     out last_tick bigint, out current_batch bigint, out next_tick bigint,
     out pending_events bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, c.co_name,
            pg_catalog.now() - t.tick_time,
            pg_catalog.now() - s.sub_active,
@@ -4020,10 +3819,7 @@ comment on function pgque.get_batch_cursor(bigint, text, int4) is
 -- covers it.
 
 create or replace function pgque.send(queue_name text, type_name text, payload text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
@@ -4032,10 +3828,7 @@ comment on function pgque.send(text, text, text) is
     'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null);
 end
@@ -4044,10 +3837,7 @@ comment on function pgque.send(text, text, jsonb) is
     'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null);
 end
@@ -4056,10 +3846,7 @@ comment on function pgque.send(text, text) is
     'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload jsonb)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text,
                                null, null, null, null);
@@ -4071,10 +3858,7 @@ comment on function pgque.send(text, jsonb) is
 create or replace function pgque.send(
     queue_name text, type_name text, payload text,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
@@ -4085,10 +3869,7 @@ comment on function pgque.send(text, text, text, text, text, text, text) is
 create or replace function pgque.send(
     queue_name text, type_name text, payload jsonb,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7);
 end
@@ -4099,10 +3880,7 @@ comment on function pgque.send(text, text, jsonb, text, text, text, text) is
 
 -- With a partition key, stored in ev_extra1 (see partition.sql).
 create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text,
                                i_partition_key, null, null, null);
@@ -4112,10 +3890,7 @@ comment on function pgque.send(text, text, jsonb, text) is
     'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
 
 create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                i_partition_key, null, null, null);
@@ -4130,9 +3905,7 @@ comment on function pgque.send(text, text, text, text) is
 create or replace function pgque._send_batch(
     i_queue_name text, i_type text, i_types text[], i_payloads text[],
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns bigint[]
-language plpgsql
-as $$
+returns bigint[] language plpgsql as $$
 declare
     n integer;
     q pgque.queue%rowtype;
@@ -4182,10 +3955,8 @@ end
 $$;
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, $2, null, $3, null, null, null, null);
 end
@@ -4194,10 +3965,8 @@ comment on function pgque.send_batch(text, text, text[]) is
     'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null);
 end
@@ -4206,10 +3975,8 @@ comment on function pgque.send_batch(text, text, jsonb[]) is
     'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', null, $2, null, null, null, null);
 end
@@ -4218,10 +3985,8 @@ comment on function pgque.send_batch(text, text[]) is
     'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null);
 end
@@ -4232,10 +3997,8 @@ comment on function pgque.send_batch(text, jsonb[]) is
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads text[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7);
 end
@@ -4246,10 +4009,8 @@ comment on function pgque.send_batch(text, text[], text[], text[], text[], text[
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads jsonb[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7);
 end
@@ -4259,10 +4020,8 @@ comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text
 
 create or replace function pgque.insert_event_bulk(
     queue_name text, ev_type text, ev_data_list text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, $2, null, $3, null, null, null, null);
 end
@@ -4278,9 +4037,7 @@ comment on function pgque.insert_event_bulk(text, text, text[]) is
 -- Internal: the shared body of both send_at overloads.
 create or replace function pgque._send_at(
     i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_id bigint;
 begin
@@ -4306,10 +4063,7 @@ $$;
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload jsonb, i_deliver_at timestamptz)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at);
 end
@@ -4319,10 +4073,7 @@ comment on function pgque.send_at(text, text, jsonb, timestamptz) is
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_at(i_queue, i_type, i_payload, i_deliver_at);
 end
@@ -4331,10 +4082,7 @@ comment on function pgque.send_at(text, text, text, timestamptz) is
     'Sends a verbatim text message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
 
 create or replace function pgque.maint_deliver_delayed()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_moved integer;
@@ -4374,10 +4122,7 @@ comment on function pgque.maint_deliver_delayed() is
     'Moves every due delayed message into its queue as a new event (type and extras kept). Returns how many.';
 
 create or replace function pgque.cancel_delayed(i_de_id bigint)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_de_id is null then
         raise exception 'cancel_delayed: de_id must not be NULL' using detail = 'pgque:invalid_argument';
@@ -4399,10 +4144,7 @@ comment on function pgque.cancel_delayed(bigint) is
 -- retried max_retries times.
 
 create or replace function pgque.subscribe(queue text, consumer text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if queue = '' then
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
@@ -4416,10 +4158,7 @@ comment on function pgque.subscribe(text, text) is
     'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
 
 create or replace function pgque.unsubscribe(queue text, consumer text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.unregister_consumer(queue, consumer);
 end
@@ -4487,10 +4226,8 @@ $$;
 
 create or replace function pgque.receive(
     i_queue text, i_consumer text, i_max_return integer default 100)
-returns setof pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive: max_return must be >= 1, got %',
@@ -4547,9 +4284,7 @@ comment on function pgque.ack(bigint) is
 -- slot functions, which check the caller holds the slot's lease. Returns
 -- whether batch i_batch_id is open (for the callers that check it).
 create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
-returns boolean
-language plpgsql
-as $$
+returns boolean language plpgsql as $$
 declare
     v_name text;
 begin
@@ -4568,9 +4303,7 @@ $$;
 -- Idempotent per (queue, consumer, event).
 create or replace function pgque._dead_letter(
     i_batch_id bigint, i_event pgque.event_template, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_sub record;
 begin
@@ -4603,9 +4336,7 @@ $$;
 -- dead-letter it once it was retried max_retries times.
 create or replace function pgque._nack(
     i_batch_id bigint, i_msg_id bigint, i_retry_after interval, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_event pgque.event_template;
     v_max_retries integer;
@@ -4643,10 +4374,7 @@ $$;
 create or replace function pgque.nack(
     i_batch_id bigint, i_msg pgque.message,
     i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end
@@ -4657,10 +4385,7 @@ comment on function pgque.nack(bigint, pgque.message, interval, text) is
 create or replace function pgque.nack(
     i_batch_id bigint, i_msg_id bigint,
     i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
     return pgque._nack(i_batch_id, i_msg_id, i_retry_after, i_reason);
@@ -4672,9 +4397,7 @@ comment on function pgque.nack(bigint, bigint, interval, text) is
 -- Internal: dead-letters message i_msg_id of open batch i_batch_id, re-read
 -- from the batch (as nack, never taken from the caller).
 create or replace function pgque._dead_letter_msg(i_batch_id bigint, i_msg_id bigint, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_event pgque.event_template;
 begin
@@ -4688,10 +4411,7 @@ end
 $$;
 
 create or replace function pgque.dead_letter_event(i_batch_id bigint, i_msg_id bigint, i_reason text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if not pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()') then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';
@@ -4711,10 +4431,7 @@ create or replace function pgque.event_dead(
     i_ev_type text, i_ev_data text,
     i_ev_extra1 text default null, i_ev_extra2 text default null,
     i_ev_extra3 text default null, i_ev_extra4 text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.dead_letter_partitioned()');
     return pgque._dead_letter(
@@ -4728,10 +4445,8 @@ comment on function pgque.event_dead(bigint, bigint, text, timestamptz, xid8, in
     'Admin: records the given event as a dead letter of the open batch''s queue and consumer (idempotent). Returns 1.';
 
 create or replace function pgque.dlq_inspect(i_queue_name text, i_limit_count integer default 100)
-returns setof pgque.dead_letter
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.dead_letter language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_queue_name is null then
         raise exception 'dlq_inspect: queue name must not be null'
@@ -4754,9 +4469,7 @@ comment on function pgque.dlq_inspect(text, integer) is
 
 -- Internal: replays one locked dead letter as a new event and deletes it.
 create or replace function pgque._dlq_replay_row(i_dl pgque.dead_letter)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_queue_name text;
     v_ev_id bigint;
@@ -4771,10 +4484,7 @@ end
 $$;
 
 create or replace function pgque.dlq_replay(i_dead_letter_id bigint)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_dl pgque.dead_letter;
 begin
@@ -4828,10 +4538,7 @@ comment on function pgque.dlq_replay_all(text) is
     'Replays every dead letter of the queue; failures are skipped with a WARNING. Returns (replayed, failed, first_error).';
 
 create or replace function pgque.dlq_purge(i_queue_name text, i_older_than interval default '30 days')
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_count integer;
     v_cutoff timestamptz;
@@ -4916,10 +4623,8 @@ comment on function pgque.recent_events(text, integer, text) is
     'The queue''s newest events first (by transaction, then id), at most i_limit (1 to 1000); with i_type, only that type among the newest 10000 events of each event table.';
 
 create or replace function pgque.dlq_get(i_dl_id bigint)
-returns setof pgque.dead_letter
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.dead_letter language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select d.* from pgque.dead_letter d where d.dl_id = i_dl_id
 $$;
 comment on function pgque.dlq_get(bigint) is
@@ -4944,9 +4649,7 @@ comment on function pgque.dlq_get(bigint) is
 -- Internal: checks cooperative names; returns the member's consumer name.
 create or replace function pgque._coop_member_name(
     i_queue text, i_consumer text, i_subconsumer text)
-returns text
-language plpgsql immutable
-as $$
+returns text language plpgsql immutable as $$
 begin
     if coalesce(i_queue, '') = '' then
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
@@ -4971,10 +4674,7 @@ $$;
 
 create or replace function pgque.register_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
     v_main record;
@@ -5042,10 +4742,7 @@ comment on function pgque.register_subconsumer(text, text, text, boolean) is
 
 create or replace function pgque.subscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal);
 end
@@ -5057,9 +4754,7 @@ comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
 -- dead-letters those retried max_retries times, queues the others for a
 -- retry after i_retry_after. Returns the number dead-lettered.
 create or replace function pgque._nack_batch(i_batch_id bigint, i_retry_after interval, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_max_retries integer;
     v_event pgque.event_template;
@@ -5084,10 +4779,7 @@ $$;
 
 create or replace function pgque.unregister_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
     v_member record;
@@ -5136,10 +4828,7 @@ comment on function pgque.unregister_subconsumer(text, text, text, integer) is
 
 create or replace function pgque.unsubscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling);
 end
@@ -5148,10 +4837,7 @@ comment on function pgque.unsubscribe_subconsumer(text, text, text, integer) is
     'Alias of unregister_subconsumer.';
 
 create or replace function pgque.touch_subconsumer(i_queue text, i_consumer text, i_subconsumer text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     -- The names are checked first, even for a queue that does not exist.
     v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
@@ -5174,10 +4860,8 @@ comment on function pgque.touch_subconsumer(text, text, text) is
 create or replace function pgque.receive_coop(
     i_queue text, i_consumer text, i_subconsumer text,
     i_max_return integer default 100, i_dead_interval interval default null)
-returns setof pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive_coop: max_return must be >= 1, got %',
@@ -5219,9 +4903,7 @@ comment on function pgque.receive_coop(text, text, text, integer, interval) is
 
 -- Internal: how a key is stored in pgque.idem (see above).
 create or replace function pgque._idem_stored_key(i_key text)
-returns text
-language sql immutable parallel safe
-as $$
+returns text language sql immutable parallel safe as $$
     select pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
                pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
 $$;
@@ -5286,10 +4968,8 @@ $$;
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload text, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean)
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (event_id bigint, deduped boolean) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key,
                                                 i_ttl, i_partition_key);
@@ -5301,10 +4981,8 @@ comment on function pgque.send_idem(text, text, text, text, interval, text) is
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean)
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (event_id bigint, deduped boolean) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key,
                                                 i_ttl, i_partition_key);
@@ -5314,10 +4992,7 @@ comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
     'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
 
 create or replace function pgque.maint_idem(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_deleted integer;
 begin
@@ -5337,10 +5012,7 @@ comment on function pgque.maint_idem(text) is
     'Deletes up to 10 000 expired idempotency keys of the queue (NULL: all queues). Returns 1 while more may remain, else 0.';
 
 create or replace function pgque.maint_idem()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.maint_idem(null);
 end
@@ -5366,9 +5038,7 @@ comment on function pgque.maint_idem() is
 
 -- Internal: the slot of a partition key among i_n slots.
 create or replace function pgque._partition_slot(i_key text, i_n integer)
-returns integer
-language sql immutable parallel safe
-as $$
+returns integer language sql immutable parallel safe as $$
     select case when i_key is null then 0
                 else ((pg_catalog.hashtextextended(i_key, 0) % i_n + i_n) % i_n)::integer end
 $$;
@@ -5389,9 +5059,7 @@ as $$ select pg_catalog.strpos(i_name, '#') > 0 and i_name ~ '#[0-9]+/[0-9]+$' $
 -- slots (NULL i_n: any) and i_slot is one of them.
 create or replace function pgque._partitioned_queue(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_check_n boolean)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -5427,9 +5095,7 @@ $$;
 -- slot over.
 create or replace function pgque._hold_slot(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
     v_owner text;
@@ -5454,10 +5120,7 @@ end
 $$;
 
 create or replace function pgque.subscribe_slot(i_queue text, i_consumer text, i_slot integer, i_n integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -5491,10 +5154,7 @@ comment on function pgque.subscribe_slot(text, text, integer, integer) is
     'Subscribes slot i_slot of i_n of a partitioned consumer (its subscription is named consumer#slot/n). N is pinned per queue and consumer.';
 
 create or replace function pgque.unsubscribe_slot(i_queue text, i_consumer text, i_slot integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -5524,10 +5184,7 @@ comment on function pgque.unsubscribe_slot(text, text, integer) is
 create or replace function pgque.claim_slot(
     i_queue text, i_consumer text, i_slot integer, i_worker text,
     i_ttl interval default '30 seconds')
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -5591,10 +5248,7 @@ comment on function pgque.claim_slot(text, text, integer, text, interval) is
     'Takes (epoch + 1) or renews (same epoch, even after expiry) a worker''s lease on a slot. Returns the epoch, or NULL when another worker holds a live lease.';
 
 create or replace function pgque.release_slot(i_queue text, i_consumer text, i_slot integer, i_worker text)
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_owner text;
 begin
@@ -5624,10 +5278,8 @@ comment on function pgque.release_slot(text, text, integer, text) is
 create or replace function pgque.receive_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_max integer default 100)
-returns setof pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_max is null or i_max < 1 then
         raise exception 'pgque.receive_partitioned: max must be >= 1, got %',
@@ -5647,9 +5299,7 @@ comment on function pgque.receive_partitioned(text, text, integer, integer, text
 -- i_verb (what the caller would do with it) when i_verb is given.
 create or replace function pgque._slot_batch(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text, i_verb text)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
     v_batch_id bigint;
@@ -5667,10 +5317,7 @@ $$;
 
 create or replace function pgque.ack_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, null);
 begin
@@ -5686,10 +5333,7 @@ comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
 create or replace function pgque.nack_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg pgque.message, i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'),
                        i_msg.msg_id, i_retry_after, i_reason);
@@ -5701,10 +5345,7 @@ comment on function pgque.nack_partitioned(text, text, integer, integer, text, p
 create or replace function pgque.dead_letter_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg_id bigint, i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._dead_letter_msg(
         pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'),
@@ -5739,9 +5380,7 @@ comment on function pgque.dead_letter_partitioned(text, text, integer, integer, 
 create or replace function pgque._cron_field(
     i_cron text, i_what text, i_field text, i_min integer, i_max integer,
     i_names text[] default null, i_first integer default 0)
-returns integer[]
-language plpgsql immutable
-as $$
+returns integer[] language plpgsql immutable as $$
 declare
     v_item text;
     v_parts text[];
@@ -5835,9 +5474,7 @@ $$;
 -- i_time_zone (a local time that a clock change skips is taken as
 -- PostgreSQL reads it, an hour on).
 create or replace function pgque._cron_next(i_cron text, i_after timestamptz, i_time_zone text)
-returns timestamptz
-language plpgsql stable
-as $$
+returns timestamptz language plpgsql stable as $$
 declare
     c record := pgque._cron_parse(i_cron);
     v_start timestamp := pg_catalog.date_trunc('minute', i_after at time zone i_time_zone)
@@ -5882,9 +5519,7 @@ $$;
 
 -- Internal: i_time_zone checked (a name PostgreSQL knows).
 create or replace function pgque._check_time_zone(i_time_zone text)
-returns void
-language plpgsql stable
-as $$
+returns void language plpgsql stable as $$
 begin
     perform pg_catalog.now() at time zone i_time_zone;
     if i_time_zone is null then
@@ -5900,10 +5535,8 @@ $$;
 create or replace function pgque.schedule(
     queue_name text, schedule_name text, cron text, payload jsonb,
     type_name text default null, time_zone text default 'UTC')
-returns timestamptz
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns timestamptz language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_next timestamptz;
@@ -5937,10 +5570,7 @@ comment on function pgque.schedule(text, text, text, jsonb, text, text) is
     'Creates or replaces a periodic schedule: a message (payload, type) sent to the queue at each occurrence of the five-field cron expression in time_zone, by whatever ticks the queue, once per occurrence. Returns the next run.';
 
 create or replace function pgque.unschedule(queue_name text, schedule_name text)
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     delete from pgque.schedule s
      using pgque.queue q
@@ -5955,10 +5585,8 @@ create or replace function pgque.schedules(
     out queue_name text, out schedule_name text, out cron text, out time_zone text,
     out type_name text, out payload text, out next_run timestamptz, out last_run timestamptz,
     out last_event_id bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, s.sc_name, s.sc_cron, s.sc_time_zone, s.sc_type, s.sc_payload,
            s.sc_next_run, s.sc_last_run, s.sc_last_event
       from pgque.schedule s join pgque.queue q on q.queue_id = s.sc_queue
@@ -5971,10 +5599,7 @@ comment on function pgque.schedules() is
 -- (every queue's when NULL), at most 100 a call, each in a subtransaction
 -- so that one queue refusing inserts stops no tick. Returns how many it sent.
 create or replace function pgque._fire_schedules(i_queue_id integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     r record;
     v_now constant timestamptz := pg_catalog.now();
@@ -6039,10 +5664,7 @@ $$;
 -- side by side; a leader that vanishes loses the lease when it expires.
 
 create or replace function pgque.ticker_lock_key()
-returns bigint
-language sql immutable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language sql immutable set search_path = pgque, pg_catalog, pg_temp as $$
     -- 0x70677174, 'pgqt' in ASCII. Kept for callers of earlier versions.
     select 1885827444::bigint
 $$;
@@ -6051,9 +5673,7 @@ comment on function pgque.ticker_lock_key() is
 
 -- Internal: the longest and shortest lease ticker_lead() grants.
 create or replace function pgque._check_ticker_lease(i_holder text, i_lease interval)
-returns void
-language plpgsql immutable
-as $$
+returns void language plpgsql immutable as $$
 begin
     if i_holder is null or i_holder = '' or pg_catalog.length(i_holder) > 200 then
         raise exception 'ticker lease: the holder must be a non-empty text of at most 200 characters, got %',
@@ -6068,10 +5688,7 @@ end
 $$;
 
 create or replace function pgque.ticker_lead(i_holder text, i_lease interval default '2 seconds')
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_now timestamptz := pg_catalog.clock_timestamp();
     l pgque.ticker_leader%rowtype;
@@ -6119,10 +5736,7 @@ comment on function pgque.ticker_lead(text, interval) is
     'Takes or renews the ticker lease for i_holder (a token unique to one ticker) for i_lease (50 ms to 1 h); true while i_holder leads, false while another unexpired holder does. Never waits on a lock. Call again before half the lease has passed.';
 
 create or replace function pgque.ticker_resign(i_holder text)
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._check_ticker_lease(i_holder, interval '1 second');
     update pgque.ticker_leader
@@ -6143,10 +5757,8 @@ create or replace function pgque.ticker_leader(
     out application_name text, out pid integer, out client_addr inet,
     out since timestamptz, out renewed timestamptz, out expires timestamptz,
     out active boolean)
-returns record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select l.application_name, l.pid, l.client_addr, l.since, l.renewed, l.expires,
            l.expires > pg_catalog.clock_timestamp()
       from pgque.ticker_leader l
@@ -6155,10 +5767,8 @@ comment on function pgque.ticker_leader() is
     'Who leads ticking (the ticker lease): the holder''s application_name, pid and client address when it last renewed, since when it leads, until when, and whether the lease is active.';
 
 create or replace function pgque.xmin_horizon()
-returns text
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     -- What holds this database's VACUUM horizon back, oldest first: other
     -- sessions' snapshots and transaction ids (read-only snapshots have no
@@ -6202,9 +5812,7 @@ comment on function pgque.xmin_horizon() is
 
 -- Internal: the names of the scheduler jobs start() and start_timetable() create.
 create or replace function pgque._job_names()
-returns text[]
-language sql immutable
-as $$
+returns text[] language sql immutable as $$
     select array['pgque_ticker', 'pgque_retry_events', 'pgque_maint',
                  'pgque_rotate_step2', 'pgque_vacuum']
 $$;
@@ -6320,10 +5928,7 @@ comment on procedure pgque.ticker_loop() is
 -- Internal: the ticker loop's next slot after i_slot on the tick_period_ms
 -- grid that lies in the future and not before i_not_before.
 create or replace function pgque._ticker_next_slot(i_slot timestamptz, i_not_before timestamptz)
-returns timestamptz
-language plpgsql volatile
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns timestamptz language plpgsql volatile set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_step interval;
     v_next timestamptz := i_slot;
@@ -6339,10 +5944,7 @@ end
 $$;
 
 create or replace function pgque.set_tick_period_ms(p_period_ms integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if p_period_ms is null or p_period_ms < 1 or p_period_ms > 1000 or 1000 % p_period_ms <> 0 then
         raise exception 'tick_period_ms must be an exact divisor of 1000 between 1 and 1000 (got %)',
@@ -6369,9 +5971,7 @@ comment on function pgque.set_tick_period_ms(integer) is
 -- 1.5 added schedules in seconds; before it, schedules are per minute, so
 -- the ticker job runs a loop that lasts most of the minute instead.
 create or replace function pgque._cron_jobs(i_cron_version text)
-returns table (job_name text, schedule text, command text)
-language plpgsql stable
-as $$
+returns table (job_name text, schedule text, command text) language plpgsql stable as $$
 declare
     v_parts text[];
     v_version integer[];
@@ -6430,10 +6030,7 @@ end
 $$;
 
 create or replace function pgque.stop()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_scheduler text;
     v_name text;
@@ -6489,10 +6086,7 @@ comment on function pgque.stop() is
     'Removes pgque''s scheduler jobs (pg_cron by name, cancelling runs in progress, or through stop_timetable()) and clears the job ids. Harmless when nothing is scheduled or pg_cron is absent.';
 
 create or replace function pgque.start()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_version text;
     v_in_database regprocedure;
@@ -6566,10 +6160,8 @@ comment on function pgque.start() is
 -- their functions as its owner, so the schema must belong to that owner or
 -- a superuser, and the job functions to the schema's owner.
 create or replace function pgque._timetable_ready(i_starting boolean)
-returns boolean
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_schema oid;
     v_owner oid;
@@ -6602,10 +6194,7 @@ end
 $$;
 
 create or replace function pgque.stop_timetable()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text;
 begin
@@ -6627,10 +6216,7 @@ comment on function pgque.stop_timetable() is
     'Removes pgque''s pg_timetable jobs when pg_timetable is the active scheduler; otherwise does nothing.';
 
 create or replace function pgque.start_timetable(i_ticks_per_second integer default 10)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text;
     v_job record;
@@ -6692,10 +6278,8 @@ comment on function pgque.start_timetable(integer) is
 -- ---------------------------------------------------------------------
 
 create or replace function pgque.status()
-returns table (component text, status text, detail text)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (component text, status text, detail text) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_cfg pgque.config;
     v_scheduler text;
@@ -6756,10 +6340,7 @@ comment on function pgque.status() is
 -- Runs as its caller, who must own schema pgque (or be a superuser): the
 -- drop needs that anyway, and the check gives a clear error first.
 create or replace function pgque.uninstall()
-returns void
-language plpgsql
-security invoker set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security invoker set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_owner oid;
     v_messages text;
@@ -6800,9 +6381,7 @@ comment on function pgque.uninstall() is
 
 -- Internal: the queue row by name, or an error naming the caller.
 create or replace function pgque._observed_queue(i_caller text, i_queue_name text)
-returns pgque.queue
-language plpgsql stable
-as $$
+returns pgque.queue language plpgsql stable as $$
 begin
     if i_queue_name is null then
         raise exception '%: queue name must not be null', i_caller
@@ -6820,9 +6399,7 @@ as $$ select coalesce(pg_catalog.pg_sequence_last_value(i_seq_name::regclass), 1
 
 -- Internal: "12.3 s", for details.
 create or replace function pgque._seconds_text(i_interval interval)
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select coalesce(pg_catalog.round(pg_catalog.date_part('epoch', i_interval)::numeric, 1)::text || ' s',
                     'never')
 $$;
@@ -6875,9 +6452,7 @@ $$;
 -- the first first-delivery event, by txid, started after the latest tick's
 -- snapshot). Retried events keep their original ev_time and are left out.
 create or replace function pgque._unticked_since(q pgque.queue)
-returns timestamptz
-language plpgsql stable
-as $$
+returns timestamptz language plpgsql stable as $$
 declare
     v_xmax xid8;
     v_time timestamptz;
@@ -6898,9 +6473,7 @@ $$;
 -- Internal: events per second over about the last minute: from the newest
 -- tick at least a minute old (else the oldest tick) to the sequence now.
 create or replace function pgque._event_rate(i_queue_id integer, i_seq_now bigint)
-returns numeric
-language plpgsql stable
-as $$
+returns numeric language plpgsql stable as $$
 declare
     v_time timestamptz;
     v_seq bigint;
@@ -7099,10 +6672,8 @@ end
 $$;
 
 create or replace function pgque.queue_health()
-returns table (queue_name text, check_name text, status text, detail text)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (queue_name text, check_name text, status text, detail text) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7232,10 +6803,8 @@ comment on function pgque.queue_health() is
     'Health checks (ok, warning, critical) per queue: ticker_running, consumer_lag:<consumer>, rotation_health, dlq_health; then system rows pg_cron_ticker and pg_cron_maint.';
 
 create or replace function pgque.otel_metrics()
-returns table (metric_name text, metric_type text, value numeric, labels jsonb)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (metric_name text, metric_type text, value numeric, labels jsonb) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 begin
     return query
@@ -7297,10 +6866,8 @@ $$;
 
 create or replace function pgque.throughput(
     i_queue_name text, i_period interval, i_bucket_size interval)
-returns table (bucket_start timestamptz, events bigint, events_per_sec numeric)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (bucket_start timestamptz, events bigint, events_per_sec numeric) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7336,10 +6903,8 @@ comment on function pgque.throughput(text, interval, interval) is
 
 create or replace function pgque.error_rate(
     i_queue_name text, i_period interval, i_bucket_size interval)
-returns table (bucket_start timestamptz, retries bigint, dead_letters bigint)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (bucket_start timestamptz, retries bigint, dead_letters bigint) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7407,10 +6972,8 @@ comment on function pgque.error_rate(text, interval, interval) is
     'Per bucket over the last i_period: retries (nacked events, counted when they re-entered the queue or fell due) and dead letters (by dl_time). Scans the period''s events of the queue.';
 
 create or replace function pgque.in_flight(i_queue_name text)
-returns table (consumer_name text, batch_id bigint, batch_age interval, estimated_events bigint)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (consumer_name text, batch_id bigint, batch_age interval, estimated_events bigint) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7427,10 +6990,8 @@ comment on function pgque.in_flight(text) is
     'The queue''s open batches: consumer, batch id, time since it was opened, estimated events in it.';
 
 create or replace function pgque.stuck_consumers(i_threshold interval default '1 hour')
-returns table (queue_name text, consumer_name text, lag interval, last_active timestamptz)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (queue_name text, consumer_name text, lag interval, last_active timestamptz) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 begin
     if i_threshold is null or i_threshold < interval '0' then
@@ -7451,10 +7012,8 @@ comment on function pgque.stuck_consumers(interval) is
 
 create or replace function pgque.latency_percentiles(
     queue_name text, consumer_name text, period interval)
-returns table (p50 interval, p95 interval, p99 interval)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (p50 interval, p95 interval, p99 interval) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     c_sample constant integer := 10000;
@@ -7562,10 +7121,7 @@ comment on function pgque.latency_percentiles(text, text, interval) is
 --   select * from pgque.test_consume('q', 'c', 'default');
 
 create or replace function pgque.test_send(queue text, payload jsonb)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7595,10 +7151,8 @@ comment on function pgque.test_send(text, jsonb) is
     'Test helper: sends a JSON message of type ''default'' and checks it was stored. Returns the event id.';
 
 create or replace function pgque.test_consume(queue text, consumer text, expected_type text)
-returns pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7642,10 +7196,8 @@ comment on function pgque.test_consume(text, text, text) is
     'Test helper: receives the consumer''s next batch, which must hold exactly one message of expected_type (NULL: any type), acks it and returns the message.';
 
 create or replace function pgque.assert_empty(queue text)
-returns boolean
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7697,10 +7249,8 @@ comment on function pgque.assert_empty(text) is
     'Test helper: true when no consumer of the queue has an event left to consume and no retry or delayed message waits; raises with the findings otherwise.';
 
 create or replace function pgque.assert_dlq_empty(queue text)
-returns boolean
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -7745,9 +7295,7 @@ comment on function pgque.assert_dlq_empty(text) is
 -- Internal: tick i_tick of queue i_queue, or the error for a tick that does
 -- not exist, saying whether rotation removed it or it was never made.
 create or replace function pgque._spark_tick(i_queue pgque.queue, i_tick bigint)
-returns pgque.tick
-language plpgsql stable
-as $$
+returns pgque.tick language plpgsql stable as $$
 declare
     v_tick pgque.tick;
     v_oldest bigint;
@@ -7777,10 +7325,7 @@ comment on function pgque._spark_tick(pgque.queue, bigint) is
 create or replace function pgque.spark_range_sql(
     i_queue_name text, i_from_tick bigint, i_to_tick bigint,
     i_part integer default 0, i_nparts integer default 1)
-returns text
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue;
     v_s1 pg_snapshot;
@@ -7826,10 +7371,8 @@ create or replace function pgque.spark_read_range(
     out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
     out ev_type text, out ev_data text,
     out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
-returns setof record
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return query execute
         'select * from ('
@@ -7860,9 +7403,7 @@ comment on function pgque.spark_latest_tick(text) is
 
 -- Internal: the consumer's subscription row, or an error.
 create or replace function pgque._spark_subscription(q pgque.queue, i_consumer_name text)
-returns pgque.subscription
-language plpgsql stable
-as $$
+returns pgque.subscription language plpgsql stable as $$
 declare
     s pgque.subscription;
 begin
@@ -7887,10 +7428,7 @@ comment on function pgque._spark_subscription(pgque.queue, text) is
 
 create or replace function pgque.spark_start_tick(
     i_queue_name text, i_consumer_name text, i_position text default 'consumer')
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_tick bigint;
@@ -7929,10 +7467,8 @@ create or replace function pgque.spark_next_tick(
     i_queue_name text, i_consumer_name text, i_from_tick bigint,
     i_max_tick bigint default null, i_max_ticks integer default null,
     i_max_events bigint default null)
-returns bigint
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_from_seq bigint;
@@ -7966,10 +7502,7 @@ comment on function pgque.spark_next_tick(text, text, bigint, bigint, integer, b
 
 create or replace function pgque.spark_advance(
     i_queue_name text, i_consumer_name text, i_tick bigint)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
 begin
@@ -8026,9 +7559,7 @@ comment on function pgque._spark_is_batch_write(text) is
 -- already.
 create or replace function pgque._spark_end_write(i_write_id text, i_queue_name text,
                                                   i_events bigint)
-returns boolean
-language plpgsql
-as $$
+returns boolean language plpgsql as $$
 declare
     v_timeout text := pg_catalog.current_setting('lock_timeout');
 begin
@@ -8057,10 +7588,7 @@ create or replace function pgque.spark_stage(
     i_write_id text, i_stage_id text, i_first_seq bigint,
     i_types text[], i_payloads text[],
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n integer := coalesce(pg_catalog.cardinality(i_payloads), 0);
     v_null integer;
@@ -8110,9 +7638,7 @@ comment on function pgque.spark_stage(text, text, bigint, text[], text[], text[]
 -- what earlier micro-batches of the query left (aborts see no write id when
 -- every task failed).
 create or replace function pgque._spark_drop_staged(i_write_id text, i_query_id text)
-returns void
-language plpgsql
-as $$
+returns void language plpgsql as $$
 begin
     if i_query_id is null then
         delete from pgque.spark_staging where write_id = i_write_id;
@@ -8129,10 +7655,7 @@ comment on function pgque._spark_drop_staged(text, text) is
 create or replace function pgque.spark_publish(
     i_queue_name text, i_write_id text, i_stage_ids text[], i_counts bigint[],
     i_query_id text default null, i_batch_id bigint default null)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_bad record;
     v_table text;
@@ -8232,10 +7755,7 @@ comment on function pgque.spark_publish(text, text, text[], bigint[], text, bigi
     'Publishes the staged rows of the listed task stages (each with its expected row count) into the queue in one transaction, then drops the write''s staged rows. With a query id and batch id, a batch published before publishes nothing. Returns the number of events sent.';
 
 create or replace function pgque.spark_discard(i_write_id text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n bigint;
 begin
@@ -8250,10 +7770,7 @@ comment on function pgque.spark_discard(text) is
     'Removes every row staged under a write id (an aborted or failed Spark write), after waiting for its running stagers; a batch write id is over for good. Returns how many.';
 
 create or replace function pgque.spark_cleanup(i_older_than interval default '1 day')
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n bigint;
 begin
@@ -8339,10 +7856,7 @@ comment on function pgque.spark_cleanup(interval) is
 
 -- Urlencodes a text value byte by byte in the database encoding.
 create or replace function pgque._trigger_urlencode(i_value text)
-returns text
-language sql
-stable strict
-as $$
+returns text language sql stable strict as $$
     select case
         when i_value ~ '^[A-Za-z0-9._-]*$' then i_value
         else (
@@ -8367,10 +7881,7 @@ comment on function pgque._trigger_urlencode(text) is
 -- True when i_name occurs in i_list delimited by a comma, white space or an end of the
 -- list (PgQ's matching of ignore= and key column names; no trimming, no quoting).
 create or replace function pgque._trigger_list_has(i_list text, i_name text)
-returns boolean
-language sql
-immutable strict
-as $$
+returns boolean language sql immutable strict as $$
     select pg_catalog.strpos(i_list, i_name) > 0
        and exists (
            select 1
@@ -8394,10 +7905,7 @@ comment on function pgque._trigger_list_has(text, text) is
 -- PgQ, array columns themselves are compared by their text (i_nested false), while
 -- arrays inside composites are compared as values (i_nested true).
 create or replace function pgque._trigger_eq_operator(i_type oid, i_nested boolean)
-returns text
-language plpgsql
-stable strict
-as $$
+returns text language plpgsql stable strict as $$
 declare
     v_base oid := i_type;
     v_type record;
@@ -8530,10 +8038,7 @@ comment on function pgque._trigger_eval(text, record, text) is
 -- JSON values already.
 create or replace function pgque._trigger_json_row(
     i_names text[], i_values text[], i_omit boolean[])
-returns text
-language sql
-stable
-as $$
+returns text language sql stable as $$
     select '{'
            || coalesce(pg_catalog.string_agg(
                           pg_catalog.to_json(i_names[i])::text || ':' || i_values[i],
@@ -8549,10 +8054,7 @@ comment on function pgque._trigger_json_row(text[], text[], boolean[]) is
 -- (a NULL value: the name alone).
 create or replace function pgque._trigger_urlencode_row(
     i_names text[], i_values text[], i_omit boolean[])
-returns text
-language sql
-stable
-as $$
+returns text language sql stable as $$
     select coalesce(pg_catalog.string_agg(
                pgque._trigger_urlencode(i_names[i])
                || coalesce('=' || pgque._trigger_urlencode(i_values[i]), ''),
@@ -8570,10 +8072,7 @@ create or replace function pgque._trigger_event(
     i_format text, i_op text, i_when text, i_level text, i_relid oid,
     i_schema text, i_table text, i_args text[], i_new record, i_old record,
     i_search_path text)
-returns boolean
-language plpgsql
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     c_fields constant text[] := array['ev_type', 'ev_data', 'ev_extra1', 'ev_extra2',
                                       'ev_extra3', 'ev_extra4'];
@@ -8966,10 +8465,7 @@ comment on function pgque._trigger_event(
     'CDC trigger helper: the body of jsontriga, logutriga and sqltriga; true means SKIP the row.';
 
 create or replace function pgque.jsontriga()
-returns trigger
-language plpgsql
-security invoker
-as $$
+returns trigger language plpgsql security invoker as $$
 begin
     if pgque._trigger_event('json', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
                             tg_table_name, tg_argv, new, old,
@@ -8987,10 +8483,7 @@ comment on function pgque.jsontriga() is
     'when= expressions.';
 
 create or replace function pgque.logutriga()
-returns trigger
-language plpgsql
-security invoker
-as $$
+returns trigger language plpgsql security invoker as $$
 begin
     if pgque._trigger_event('logu', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
                             tg_table_name, tg_argv, new, old,
@@ -9007,10 +8500,7 @@ comment on function pgque.logutriga() is
     'Arguments as for jsontriga.';
 
 create or replace function pgque.sqltriga()
-returns trigger
-language plpgsql
-security invoker
-as $$
+returns trigger language plpgsql security invoker as $$
 begin
     if pgque._trigger_event('sql', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
                             tg_table_name, tg_argv, new, old,

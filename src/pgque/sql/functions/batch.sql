@@ -209,8 +209,7 @@ comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
 
 create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
-returns bigint
-as $$
+returns bigint as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
         perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
@@ -351,10 +350,7 @@ comment on function pgque.next_batch_custom(text, text, text, interval, int4, in
 
 create or replace function pgque.next_batch(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
                                     i_dead_interval)).batch_id;
@@ -368,9 +364,7 @@ comment on function pgque.next_batch(text, text, text, interval) is
 -- rotation rule guarantees no batch reaches the table before the previous one.
 create or replace function pgque._batch_table_numbers(
     i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
-returns integer[]
-language plpgsql stable
-as $$
+returns integer[] language plpgsql stable as $$
 declare
     v_prev integer := (i_queue.queue_cur_table + i_queue.queue_ntables - 1) % i_queue.queue_ntables;
 begin
@@ -388,9 +382,7 @@ $$;
 
 -- Internal: the names of those tables (_batch_table_numbers).
 create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
-returns text[]
-language sql stable
-as $$
+returns text[] language sql stable as $$
     select pg_catalog.array_agg(q.queue_data_pfx || '_' || t order by o)
       from pg_catalog.unnest(pgque._batch_table_numbers(q, i_s1, i_s2)) with ordinality u(t, o)
 $$;
@@ -423,10 +415,8 @@ end
 $$;
 
 create or replace function pgque.batch_event_tables(x_batch_id bigint)
-returns setof text
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof text language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     b record := pgque._batch_range(x_batch_id);
 begin
@@ -486,9 +476,7 @@ $$;
 -- get_batch_events' result, in PgQ's order, each column prefixed with
 -- i_prefix (a table alias and a dot, or '').
 create or replace function pgque._event_columns(i_prefix text)
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select pg_catalog.format(
         '%1$sev_id, %1$sev_time, %1$sev_txid::text::int8 as ev_txid, %1$sev_retry, %1$sev_type,'
         || ' %1$sev_data, %1$sev_extra1, %1$sev_extra2, %1$sev_extra3, %1$sev_extra4', i_prefix)
@@ -501,9 +489,7 @@ $$;
 -- spark_range_sql (the Spark reader) differ only in their filter.
 create or replace function pgque._tick_range_sql(
     i_queue pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot, i_filter text)
-returns text
-language plpgsql stable
-as $$
+returns text language plpgsql stable as $$
 declare
     r record := pgque._tick_range_bounds(i_s1, i_s2);
     v_parts text[] := '{}';
@@ -527,10 +513,8 @@ end
 $$;
 
 create or replace function pgque.batch_event_sql(x_batch_id bigint)
-returns text
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     b record := pgque._batch_range(x_batch_id);
 begin

@@ -36,18 +36,14 @@
 
 -- Internal: the readers' parameters after the queue id, and their result.
 create or replace function pgque._batch_reader_signature()
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select 'i_tables integer[], i_lower xid8, i_upper xid8, i_s1 pg_snapshot, i_s2 pg_snapshot,'
         || ' i_in_list xid8[], i_owner integer, i_ttl interval, i_slot integer, i_n integer,'
         || ' i_limit bigint'
 $$;
 
 create or replace function pgque._batch_reader_result()
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
         || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
         || ' ev_extra4 text)'

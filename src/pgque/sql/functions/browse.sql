@@ -54,10 +54,8 @@ comment on function pgque.recent_events(text, integer, text) is
     'The queue''s newest events first (by transaction, then id), at most i_limit (1 to 1000); with i_type, only that type among the newest 10000 events of each event table.';
 
 create or replace function pgque.dlq_get(i_dl_id bigint)
-returns setof pgque.dead_letter
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.dead_letter language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select d.* from pgque.dead_letter d where d.dl_id = i_dl_id
 $$;
 comment on function pgque.dlq_get(bigint) is

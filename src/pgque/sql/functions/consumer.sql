@@ -4,9 +4,7 @@
 -- missing one: PgQ's text (clients match it), with the queue's name appended
 -- when i_named (the modern API) and always in the HINT.
 create or replace function pgque._registration_queue(i_queue text, i_named boolean)
-returns integer
-language plpgsql stable
-as $$
+returns integer language plpgsql stable as $$
 declare
     v_queue_id integer;
 begin
@@ -30,9 +28,7 @@ $$;
 -- A slot's name with i_hint (what to use instead) is partition_slot; any
 -- other name with '#', or a slot's with a NULL hint, is invalid_argument.
 create or replace function pgque._refuse_reserved_name(i_consumer text, i_hint text)
-returns void
-language plpgsql
-as $$
+returns void language plpgsql as $$
 begin
     if coalesce(pg_catalog.strpos(i_consumer, '#'), 0) = 0 then
         return;
@@ -48,10 +44,7 @@ $$;
 
 create or replace function pgque.register_consumer_at(
     x_queue_name text, x_consumer_name text, x_tick_pos bigint)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     -- A missing queue is reported first, as before names were checked.
     perform pgque._registration_queue(x_queue_name, false);
@@ -65,9 +58,7 @@ comment on function pgque.register_consumer_at(text, text, bigint) is
 -- Internal: register_consumer_at for any name, pgque's own (a slot's) too.
 create or replace function pgque._register_consumer_at(
     i_queue text, i_consumer text, i_tick_pos bigint)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_queue_id integer;
     v_co_id integer;
@@ -122,10 +113,7 @@ end
 $$;
 
 create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.register_consumer_at(x_queue_name, x_consumer_id, null);
 end
@@ -134,10 +122,7 @@ comment on function pgque.register_consumer(text, text) is
     'Subscribes a consumer (the second argument is its name) at the latest tick. Returns 1 when new, 0 when already subscribed.';
 
 create or replace function pgque.unregister_consumer(x_queue_name text, x_consumer_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_slot text[];
 begin
@@ -168,9 +153,7 @@ comment on function pgque.unregister_consumer(text, text) is
 
 -- Internal: unregister_consumer for any name, a slot's subscription alone too.
 create or replace function pgque._unregister_consumer(i_queue text, i_consumer text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_sub record;
 begin

@@ -16,9 +16,7 @@
 -- Internal: checks cooperative names; returns the member's consumer name.
 create or replace function pgque._coop_member_name(
     i_queue text, i_consumer text, i_subconsumer text)
-returns text
-language plpgsql immutable
-as $$
+returns text language plpgsql immutable as $$
 begin
     if coalesce(i_queue, '') = '' then
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
@@ -43,10 +41,7 @@ $$;
 
 create or replace function pgque.register_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
     v_main record;
@@ -114,10 +109,7 @@ comment on function pgque.register_subconsumer(text, text, text, boolean) is
 
 create or replace function pgque.subscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal);
 end
@@ -129,9 +121,7 @@ comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
 -- dead-letters those retried max_retries times, queues the others for a
 -- retry after i_retry_after. Returns the number dead-lettered.
 create or replace function pgque._nack_batch(i_batch_id bigint, i_retry_after interval, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_max_retries integer;
     v_event pgque.event_template;
@@ -156,10 +146,7 @@ $$;
 
 create or replace function pgque.unregister_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
     v_member record;
@@ -208,10 +195,7 @@ comment on function pgque.unregister_subconsumer(text, text, text, integer) is
 
 create or replace function pgque.unsubscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling);
 end
@@ -220,10 +204,7 @@ comment on function pgque.unsubscribe_subconsumer(text, text, text, integer) is
     'Alias of unregister_subconsumer.';
 
 create or replace function pgque.touch_subconsumer(i_queue text, i_consumer text, i_subconsumer text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     -- The names are checked first, even for a queue that does not exist.
     v_member_name text := pgque._coop_member_name(i_queue, i_consumer, i_subconsumer);
@@ -246,10 +227,8 @@ comment on function pgque.touch_subconsumer(text, text, text) is
 create or replace function pgque.receive_coop(
     i_queue text, i_consumer text, i_subconsumer text,
     i_max_return integer default 100, i_dead_interval interval default null)
-returns setof pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive_coop: max_return must be >= 1, got %',

@@ -5,9 +5,7 @@
 -- Internal: the shared body of both send_at overloads.
 create or replace function pgque._send_at(
     i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_id bigint;
 begin
@@ -33,10 +31,7 @@ $$;
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload jsonb, i_deliver_at timestamptz)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at);
 end
@@ -46,10 +41,7 @@ comment on function pgque.send_at(text, text, jsonb, timestamptz) is
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_at(i_queue, i_type, i_payload, i_deliver_at);
 end
@@ -58,10 +50,7 @@ comment on function pgque.send_at(text, text, text, timestamptz) is
     'Sends a verbatim text message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
 
 create or replace function pgque.maint_deliver_delayed()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_moved integer;
@@ -101,10 +90,7 @@ comment on function pgque.maint_deliver_delayed() is
     'Moves every due delayed message into its queue as a new event (type and extras kept). Returns how many.';
 
 create or replace function pgque.cancel_delayed(i_de_id bigint)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_de_id is null then
         raise exception 'cancel_delayed: de_id must not be NULL' using detail = 'pgque:invalid_argument';

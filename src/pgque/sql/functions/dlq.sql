@@ -6,10 +6,7 @@ create or replace function pgque.event_dead(
     i_ev_type text, i_ev_data text,
     i_ev_extra1 text default null, i_ev_extra2 text default null,
     i_ev_extra3 text default null, i_ev_extra4 text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._refuse_slot_batch(i_batch_id, 'use pgque.dead_letter_partitioned()');
     return pgque._dead_letter(
@@ -23,10 +20,8 @@ comment on function pgque.event_dead(bigint, bigint, text, timestamptz, xid8, in
     'Admin: records the given event as a dead letter of the open batch''s queue and consumer (idempotent). Returns 1.';
 
 create or replace function pgque.dlq_inspect(i_queue_name text, i_limit_count integer default 100)
-returns setof pgque.dead_letter
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.dead_letter language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_queue_name is null then
         raise exception 'dlq_inspect: queue name must not be null'
@@ -49,9 +44,7 @@ comment on function pgque.dlq_inspect(text, integer) is
 
 -- Internal: replays one locked dead letter as a new event and deletes it.
 create or replace function pgque._dlq_replay_row(i_dl pgque.dead_letter)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_queue_name text;
     v_ev_id bigint;
@@ -66,10 +59,7 @@ end
 $$;
 
 create or replace function pgque.dlq_replay(i_dead_letter_id bigint)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_dl pgque.dead_letter;
 begin
@@ -123,10 +113,7 @@ comment on function pgque.dlq_replay_all(text) is
     'Replays every dead letter of the queue; failures are skipped with a WARNING. Returns (replayed, failed, first_error).';
 
 create or replace function pgque.dlq_purge(i_queue_name text, i_older_than interval default '30 days')
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_count integer;
     v_cutoff timestamptz;

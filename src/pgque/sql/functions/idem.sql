@@ -16,9 +16,7 @@
 
 -- Internal: how a key is stored in pgque.idem (see above).
 create or replace function pgque._idem_stored_key(i_key text)
-returns text
-language sql immutable parallel safe
-as $$
+returns text language sql immutable parallel safe as $$
     select pg_catalog.chr(1) || 'sha256:' || pg_catalog.encode(
                pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
 $$;
@@ -83,10 +81,8 @@ $$;
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload text, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean)
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (event_id bigint, deduped boolean) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key,
                                                 i_ttl, i_partition_key);
@@ -98,10 +94,8 @@ comment on function pgque.send_idem(text, text, text, text, interval, text) is
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean)
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (event_id bigint, deduped boolean) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key,
                                                 i_ttl, i_partition_key);
@@ -111,10 +105,7 @@ comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
     'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
 
 create or replace function pgque.maint_idem(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_deleted integer;
 begin
@@ -134,10 +125,7 @@ comment on function pgque.maint_idem(text) is
     'Deletes up to 10 000 expired idempotency keys of the queue (NULL: all queues). Returns 1 while more may remain, else 0.';
 
 create or replace function pgque.maint_idem()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.maint_idem(null);
 end

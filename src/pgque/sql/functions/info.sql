@@ -10,10 +10,8 @@ create or replace function pgque.get_queue_info(
     out queue_ticker_max_count integer, out queue_ticker_max_lag interval,
     out queue_ticker_idle_period interval, out ticker_lag interval,
     out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, q.queue_ntables, q.queue_cur_table,
            q.queue_rotation_period, q.queue_switch_time,
            q.queue_external_ticker, q.queue_ticker_paused,
@@ -60,10 +58,8 @@ create or replace function pgque.get_consumer_info(
     out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
     out last_tick bigint, out current_batch bigint, out next_tick bigint,
     out pending_events bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, c.co_name,
            pg_catalog.now() - t.tick_time,
            pg_catalog.now() - s.sub_active,

@@ -5,9 +5,7 @@ create or replace function pgque._insert_event(
     i_queue_name text, i_ev_id bigint, i_ev_time timestamptz,
     i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
     i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_queue_id integer;
     v_cur_table integer;
@@ -62,10 +60,7 @@ create or replace function pgque.insert_event_raw(
     queue_name text, ev_id bigint, ev_time timestamptz,
     ev_owner integer, ev_retry integer, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 end
@@ -76,10 +71,7 @@ comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, i
 create or replace function pgque.insert_event(
     queue_name text, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
@@ -88,10 +80,7 @@ comment on function pgque.insert_event(text, text, text, text, text, text, text)
     'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
 
 create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
@@ -100,10 +89,7 @@ comment on function pgque.insert_event(text, text, text) is
     'Inserts an event with type and data into the queue. Returns the event id.';
 
 create or replace function pgque.current_event_table(x_queue_name text)
-returns text
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_table text;
     v_disabled boolean;

@@ -42,9 +42,7 @@ as $$ select 16 $$;
 -- below and in batch_reader.sql keep their code as such templates;
 -- tests/engine/generated/ holds what they render for two queues.
 create or replace function pgque._render(i_template text, i_values jsonb)
-returns text
-language plpgsql immutable
-as $$
+returns text language plpgsql immutable as $$
 declare
     v_parts text[] := pg_catalog.regexp_split_to_array(i_template, '\{[a-z0-9_]+\}');
     v_names text[] := array(
@@ -106,9 +104,7 @@ $$;
 -- Internal: the schema-qualified name of event table i_table of queue q,
 -- proven to be the queue's own.
 create or replace function pgque._event_table_name(q pgque.queue, i_table integer)
-returns text
-language sql stable
-as $$
+returns text language sql stable as $$
     select pg_catalog.format('pgque.%I', c.relname)
       from pg_catalog.pg_class c
      where c.oid = pgque._queue_relation(q, i_table::text)
@@ -120,9 +116,7 @@ create or replace function pgque._insert_dynamic(
     i_queue_id integer, i_table integer, i_ev_id bigint, i_ev_time timestamptz,
     i_ev_owner integer, i_ev_retry integer, i_ev_type text, i_ev_data text,
     i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     q pgque.queue%rowtype;
 begin
@@ -142,9 +136,7 @@ create or replace function pgque._insert_batch_dynamic(
     i_queue_id integer, i_table integer, i_ids bigint[], i_payloads text[],
     i_types text[], i_type text,
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     q pgque.queue%rowtype;
 begin
@@ -162,9 +154,7 @@ $$;
 -- binary search over i_keys (ascending) and runs i_codes[i] when it equals
 -- i_keys[i]; when none matches, control falls through past the code.
 create or replace function pgque._router_branches(i_var text, i_keys integer[], i_codes text[])
-returns text
-language plpgsql immutable
-as $$
+returns text language plpgsql immutable as $$
 declare
     -- Both halves of a search step; one branch of a linear run (keyword
     -- 'if' for the first, 'elsif' after), closed by 'end if;'.
@@ -231,9 +221,7 @@ $$;
 -- Internal: the code that hands the call to router i_name, or to the
 -- dynamic path when i_name is NULL.
 create or replace function pgque._router_call(i_kind text, i_name text)
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select pgque._render('    return pgque.{function}({args});', pg_catalog.jsonb_build_object(
         'function', case when i_name is not null then pg_catalog.quote_ident(i_name)
                          when i_kind = 'event' then '_insert_dynamic'
@@ -246,9 +234,7 @@ $$;
 -- hands the call to router i_targets[i], then the dynamic path.
 create or replace function pgque._router_dispatch(
     i_kind text, i_var text, i_divisor integer, i_keys integer[], i_targets text[])
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select pgque._render($tpl$declare
     {var} integer := i_queue_id / {divisor};
 begin
@@ -265,10 +251,7 @@ $$;
 -- Internal: writes the top router of a kind with a branch for every middle
 -- router there is (the install, and each new middle router, rewrite it).
 create or replace function pgque._write_top_router(i_kind text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_middles integer[];
 begin
@@ -290,10 +273,7 @@ $$;
 -- Internal: writes middle router m of a kind unless it exists (its code
 -- depends on m only), and then the top anew.
 create or replace function pgque._ensure_middle_router(i_kind text, i_middle integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text := '_route_' || i_kind || '_m' || i_middle;
     v_first integer := i_middle * pgque._router_fanout();
@@ -316,10 +296,7 @@ $$;
 -- with ids 16k .. 16k+15: one static INSERT per event table, each table
 -- proven to be its queue's own.
 create or replace function pgque._write_leaf_router(i_kind text, i_leaf integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     -- A branch per queue, and in it one per event table, then the dynamic path.
     v_body constant text := $tpl$begin
@@ -356,10 +333,7 @@ $$;
 -- reader (batch_reader.sql), up to date (create_queue and drop_queue call
 -- it in their transaction).
 create or replace function pgque._update_router(i_queue_id integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_kind text;
     v_leaf integer := i_queue_id / pgque._router_leaf_size();
@@ -384,10 +358,7 @@ $$;
 -- readers (the install runs it, after dropping the routines of the previous
 -- build).
 create or replace function pgque._rebuild_routers()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_kind text;
     v_queue_id integer;

@@ -9,10 +9,7 @@
 -- side by side; a leader that vanishes loses the lease when it expires.
 
 create or replace function pgque.ticker_lock_key()
-returns bigint
-language sql immutable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language sql immutable set search_path = pgque, pg_catalog, pg_temp as $$
     -- 0x70677174, 'pgqt' in ASCII. Kept for callers of earlier versions.
     select 1885827444::bigint
 $$;
@@ -21,9 +18,7 @@ comment on function pgque.ticker_lock_key() is
 
 -- Internal: the longest and shortest lease ticker_lead() grants.
 create or replace function pgque._check_ticker_lease(i_holder text, i_lease interval)
-returns void
-language plpgsql immutable
-as $$
+returns void language plpgsql immutable as $$
 begin
     if i_holder is null or i_holder = '' or pg_catalog.length(i_holder) > 200 then
         raise exception 'ticker lease: the holder must be a non-empty text of at most 200 characters, got %',
@@ -38,10 +33,7 @@ end
 $$;
 
 create or replace function pgque.ticker_lead(i_holder text, i_lease interval default '2 seconds')
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_now timestamptz := pg_catalog.clock_timestamp();
     l pgque.ticker_leader%rowtype;
@@ -89,10 +81,7 @@ comment on function pgque.ticker_lead(text, interval) is
     'Takes or renews the ticker lease for i_holder (a token unique to one ticker) for i_lease (50 ms to 1 h); true while i_holder leads, false while another unexpired holder does. Never waits on a lock. Call again before half the lease has passed.';
 
 create or replace function pgque.ticker_resign(i_holder text)
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._check_ticker_lease(i_holder, interval '1 second');
     update pgque.ticker_leader
@@ -113,10 +102,8 @@ create or replace function pgque.ticker_leader(
     out application_name text, out pid integer, out client_addr inet,
     out since timestamptz, out renewed timestamptz, out expires timestamptz,
     out active boolean)
-returns record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select l.application_name, l.pid, l.client_addr, l.since, l.renewed, l.expires,
            l.expires > pg_catalog.clock_timestamp()
       from pgque.ticker_leader l
@@ -125,10 +112,8 @@ comment on function pgque.ticker_leader() is
     'Who leads ticking (the ticker lease): the holder''s application_name, pid and client address when it last renewed, since when it leads, until when, and whether the lease is active.';
 
 create or replace function pgque.xmin_horizon()
-returns text
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     -- What holds this database's VACUUM horizon back, oldest first: other
     -- sessions' snapshots and transaction ids (read-only snapshots have no
@@ -172,9 +157,7 @@ comment on function pgque.xmin_horizon() is
 
 -- Internal: the names of the scheduler jobs start() and start_timetable() create.
 create or replace function pgque._job_names()
-returns text[]
-language sql immutable
-as $$
+returns text[] language sql immutable as $$
     select array['pgque_ticker', 'pgque_retry_events', 'pgque_maint',
                  'pgque_rotate_step2', 'pgque_vacuum']
 $$;
@@ -290,10 +273,7 @@ comment on procedure pgque.ticker_loop() is
 -- Internal: the ticker loop's next slot after i_slot on the tick_period_ms
 -- grid that lies in the future and not before i_not_before.
 create or replace function pgque._ticker_next_slot(i_slot timestamptz, i_not_before timestamptz)
-returns timestamptz
-language plpgsql volatile
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns timestamptz language plpgsql volatile set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_step interval;
     v_next timestamptz := i_slot;
@@ -309,10 +289,7 @@ end
 $$;
 
 create or replace function pgque.set_tick_period_ms(p_period_ms integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if p_period_ms is null or p_period_ms < 1 or p_period_ms > 1000 or 1000 % p_period_ms <> 0 then
         raise exception 'tick_period_ms must be an exact divisor of 1000 between 1 and 1000 (got %)',
@@ -339,9 +316,7 @@ comment on function pgque.set_tick_period_ms(integer) is
 -- 1.5 added schedules in seconds; before it, schedules are per minute, so
 -- the ticker job runs a loop that lasts most of the minute instead.
 create or replace function pgque._cron_jobs(i_cron_version text)
-returns table (job_name text, schedule text, command text)
-language plpgsql stable
-as $$
+returns table (job_name text, schedule text, command text) language plpgsql stable as $$
 declare
     v_parts text[];
     v_version integer[];
@@ -400,10 +375,7 @@ end
 $$;
 
 create or replace function pgque.stop()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_scheduler text;
     v_name text;
@@ -459,10 +431,7 @@ comment on function pgque.stop() is
     'Removes pgque''s scheduler jobs (pg_cron by name, cancelling runs in progress, or through stop_timetable()) and clears the job ids. Harmless when nothing is scheduled or pg_cron is absent.';
 
 create or replace function pgque.start()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_version text;
     v_in_database regprocedure;
@@ -536,10 +505,8 @@ comment on function pgque.start() is
 -- their functions as its owner, so the schema must belong to that owner or
 -- a superuser, and the job functions to the schema's owner.
 create or replace function pgque._timetable_ready(i_starting boolean)
-returns boolean
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_schema oid;
     v_owner oid;
@@ -572,10 +539,7 @@ end
 $$;
 
 create or replace function pgque.stop_timetable()
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text;
 begin
@@ -597,10 +561,7 @@ comment on function pgque.stop_timetable() is
     'Removes pgque''s pg_timetable jobs when pg_timetable is the active scheduler; otherwise does nothing.';
 
 create or replace function pgque.start_timetable(i_ticks_per_second integer default 10)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text;
     v_job record;
@@ -662,10 +623,8 @@ comment on function pgque.start_timetable(integer) is
 -- ---------------------------------------------------------------------
 
 create or replace function pgque.status()
-returns table (component text, status text, detail text)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (component text, status text, detail text) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_cfg pgque.config;
     v_scheduler text;
@@ -726,10 +685,7 @@ comment on function pgque.status() is
 -- Runs as its caller, who must own schema pgque (or be a superuser): the
 -- drop needs that anyway, and the check gives a clear error first.
 create or replace function pgque.uninstall()
-returns void
-language plpgsql
-security invoker set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security invoker set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_owner oid;
     v_messages text;

@@ -9,10 +9,7 @@
 -- step 2 only the current one, the rest both.
 
 create or replace function pgque.maint_rotate_tables_step1(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_oldest_xmin xid8;
@@ -85,10 +82,7 @@ comment on function pgque.maint_rotate_tables_step1(text) is
     'Rotates the queue''s event tables when due and no consumer needs the oldest one. Returns 0.';
 
 create or replace function pgque.maint_rotate_tables_step2()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     -- Only rotations committed by an earlier transaction: step 2 in the
     -- same transaction as step 1 would lose events of racing writers.
@@ -110,10 +104,8 @@ comment on function pgque.maint_rotate_tables_step2() is
     'Completes rotations whose step 1 committed in an earlier transaction. Returns 0.';
 
 create or replace function pgque.maint_tables_to_vacuum()
-returns setof text
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof text language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     -- The bookkeeping tables churn with every batch and tick; they are listed
     -- even with autovacuum on, whose naptime is too slow for them.
     select t from pg_catalog.unnest(array[
@@ -126,9 +118,7 @@ comment on function pgque.maint_tables_to_vacuum() is
 
 -- Internal: the queues whose rotation is due (step 1), by name.
 create or replace function pgque._rotation_due()
-returns setof text
-language sql stable
-as $$
+returns setof text language sql stable as $$
     select queue_name from pgque.queue
      where queue_rotation_period is not null
        and queue_switch_step2 is not null
@@ -137,10 +127,8 @@ as $$
 $$;
 
 create or replace function pgque.maint_operations(out func_name text, out func_arg text)
-returns setof record
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_queue text;
@@ -189,10 +177,7 @@ comment on function pgque.maint_operations() is
 -- run it: pgque's own pgque.maint_*(text), or one an owner registered with
 -- register_maint_function(). Compared by OID, never by name. NULL otherwise.
 create or replace function pgque._allowed_maint_function(i_function text)
-returns regprocedure
-language plpgsql stable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns regprocedure language plpgsql stable set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_proc regprocedure;
 begin
@@ -218,10 +203,7 @@ $$;
 
 -- Internal: runs one queue_extra_maint function, when it is allowed to.
 create or replace function pgque._run_extra_maint(i_function text, i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_proc regprocedure := pgque._allowed_maint_function(i_function);
     v_result integer;
@@ -237,10 +219,8 @@ end
 $$;
 
 create or replace function pgque.register_maint_function(i_function regprocedure)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_proc record;
 begin
@@ -265,10 +245,8 @@ comment on function pgque.register_maint_function(regprocedure) is
     'Owner only: allows a function f(queue text) returning integer in queue_extra_maint (set with set_queue_config(queue, ''extra_maint'', ...)); maint() runs it as pgque''s owner. Returns 1, or 0 when already allowed.';
 
 create or replace function pgque.unregister_maint_function(i_function regprocedure)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     delete from pgque.maint_function m
      where pg_catalog.to_regprocedure(m.mf_function || '(text)') = i_function;
@@ -279,10 +257,7 @@ comment on function pgque.unregister_maint_function(regprocedure) is
     'Owner only: withdraws a register_maint_function() permission; maint() skips the function from then on. Returns 1, or 0 when it was not registered.';
 
 create or replace function pgque.maint()
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_queue text;

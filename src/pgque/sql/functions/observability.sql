@@ -10,9 +10,7 @@
 
 -- Internal: the queue row by name, or an error naming the caller.
 create or replace function pgque._observed_queue(i_caller text, i_queue_name text)
-returns pgque.queue
-language plpgsql stable
-as $$
+returns pgque.queue language plpgsql stable as $$
 begin
     if i_queue_name is null then
         raise exception '%: queue name must not be null', i_caller
@@ -30,9 +28,7 @@ as $$ select coalesce(pg_catalog.pg_sequence_last_value(i_seq_name::regclass), 1
 
 -- Internal: "12.3 s", for details.
 create or replace function pgque._seconds_text(i_interval interval)
-returns text
-language sql immutable
-as $$
+returns text language sql immutable as $$
     select coalesce(pg_catalog.round(pg_catalog.date_part('epoch', i_interval)::numeric, 1)::text || ' s',
                     'never')
 $$;
@@ -85,9 +81,7 @@ $$;
 -- the first first-delivery event, by txid, started after the latest tick's
 -- snapshot). Retried events keep their original ev_time and are left out.
 create or replace function pgque._unticked_since(q pgque.queue)
-returns timestamptz
-language plpgsql stable
-as $$
+returns timestamptz language plpgsql stable as $$
 declare
     v_xmax xid8;
     v_time timestamptz;
@@ -108,9 +102,7 @@ $$;
 -- Internal: events per second over about the last minute: from the newest
 -- tick at least a minute old (else the oldest tick) to the sequence now.
 create or replace function pgque._event_rate(i_queue_id integer, i_seq_now bigint)
-returns numeric
-language plpgsql stable
-as $$
+returns numeric language plpgsql stable as $$
 declare
     v_time timestamptz;
     v_seq bigint;
@@ -309,10 +301,8 @@ end
 $$;
 
 create or replace function pgque.queue_health()
-returns table (queue_name text, check_name text, status text, detail text)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (queue_name text, check_name text, status text, detail text) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -442,10 +432,8 @@ comment on function pgque.queue_health() is
     'Health checks (ok, warning, critical) per queue: ticker_running, consumer_lag:<consumer>, rotation_health, dlq_health; then system rows pg_cron_ticker and pg_cron_maint.';
 
 create or replace function pgque.otel_metrics()
-returns table (metric_name text, metric_type text, value numeric, labels jsonb)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (metric_name text, metric_type text, value numeric, labels jsonb) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 begin
     return query
@@ -507,10 +495,8 @@ $$;
 
 create or replace function pgque.throughput(
     i_queue_name text, i_period interval, i_bucket_size interval)
-returns table (bucket_start timestamptz, events bigint, events_per_sec numeric)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (bucket_start timestamptz, events bigint, events_per_sec numeric) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -546,10 +532,8 @@ comment on function pgque.throughput(text, interval, interval) is
 
 create or replace function pgque.error_rate(
     i_queue_name text, i_period interval, i_bucket_size interval)
-returns table (bucket_start timestamptz, retries bigint, dead_letters bigint)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (bucket_start timestamptz, retries bigint, dead_letters bigint) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -617,10 +601,8 @@ comment on function pgque.error_rate(text, interval, interval) is
     'Per bucket over the last i_period: retries (nacked events, counted when they re-entered the queue or fell due) and dead letters (by dl_time). Scans the period''s events of the queue.';
 
 create or replace function pgque.in_flight(i_queue_name text)
-returns table (consumer_name text, batch_id bigint, batch_age interval, estimated_events bigint)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (consumer_name text, batch_id bigint, batch_age interval, estimated_events bigint) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -637,10 +619,8 @@ comment on function pgque.in_flight(text) is
     'The queue''s open batches: consumer, batch id, time since it was opened, estimated events in it.';
 
 create or replace function pgque.stuck_consumers(i_threshold interval default '1 hour')
-returns table (queue_name text, consumer_name text, lag interval, last_active timestamptz)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (queue_name text, consumer_name text, lag interval, last_active timestamptz) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 begin
     if i_threshold is null or i_threshold < interval '0' then
@@ -661,10 +641,8 @@ comment on function pgque.stuck_consumers(interval) is
 
 create or replace function pgque.latency_percentiles(
     queue_name text, consumer_name text, period interval)
-returns table (p50 interval, p95 interval, p99 interval)
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (p50 interval, p95 interval, p99 interval) language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     c_sample constant integer := 10000;

@@ -15,9 +15,7 @@
 
 -- Internal: the slot of a partition key among i_n slots.
 create or replace function pgque._partition_slot(i_key text, i_n integer)
-returns integer
-language sql immutable parallel safe
-as $$
+returns integer language sql immutable parallel safe as $$
     select case when i_key is null then 0
                 else ((pg_catalog.hashtextextended(i_key, 0) % i_n + i_n) % i_n)::integer end
 $$;
@@ -38,9 +36,7 @@ as $$ select pg_catalog.strpos(i_name, '#') > 0 and i_name ~ '#[0-9]+/[0-9]+$' $
 -- slots (NULL i_n: any) and i_slot is one of them.
 create or replace function pgque._partitioned_queue(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_check_n boolean)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -76,9 +72,7 @@ $$;
 -- slot over.
 create or replace function pgque._hold_slot(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_queue_id integer := pgque._partitioned_queue(i_queue, i_consumer, i_slot, i_n, true);
     v_owner text;
@@ -103,10 +97,7 @@ end
 $$;
 
 create or replace function pgque.subscribe_slot(i_queue text, i_consumer text, i_slot integer, i_n integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -140,10 +131,7 @@ comment on function pgque.subscribe_slot(text, text, integer, integer) is
     'Subscribes slot i_slot of i_n of a partitioned consumer (its subscription is named consumer#slot/n). N is pinned per queue and consumer.';
 
 create or replace function pgque.unsubscribe_slot(i_queue text, i_consumer text, i_slot integer)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -173,10 +161,7 @@ comment on function pgque.unsubscribe_slot(text, text, integer) is
 create or replace function pgque.claim_slot(
     i_queue text, i_consumer text, i_slot integer, i_worker text,
     i_ttl interval default '30 seconds')
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_n integer;
@@ -240,10 +225,7 @@ comment on function pgque.claim_slot(text, text, integer, text, interval) is
     'Takes (epoch + 1) or renews (same epoch, even after expiry) a worker''s lease on a slot. Returns the epoch, or NULL when another worker holds a live lease.';
 
 create or replace function pgque.release_slot(i_queue text, i_consumer text, i_slot integer, i_worker text)
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_owner text;
 begin
@@ -273,10 +255,8 @@ comment on function pgque.release_slot(text, text, integer, text) is
 create or replace function pgque.receive_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_max integer default 100)
-returns setof pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_max is null or i_max < 1 then
         raise exception 'pgque.receive_partitioned: max must be >= 1, got %',
@@ -296,9 +276,7 @@ comment on function pgque.receive_partitioned(text, text, integer, integer, text
 -- i_verb (what the caller would do with it) when i_verb is given.
 create or replace function pgque._slot_batch(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text, i_verb text)
-returns bigint
-language plpgsql
-as $$
+returns bigint language plpgsql as $$
 declare
     v_queue_id integer := pgque._hold_slot(i_queue, i_consumer, i_slot, i_n, i_worker);
     v_batch_id bigint;
@@ -316,10 +294,7 @@ $$;
 
 create or replace function pgque.ack_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_batch_id bigint := pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, null);
 begin
@@ -335,10 +310,7 @@ comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
 create or replace function pgque.nack_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg pgque.message, i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'),
                        i_msg.msg_id, i_retry_after, i_reason);
@@ -350,10 +322,7 @@ comment on function pgque.nack_partitioned(text, text, integer, integer, text, p
 create or replace function pgque.dead_letter_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg_id bigint, i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._dead_letter_msg(
         pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'),

@@ -5,9 +5,7 @@
 -- line breaks or other control characters, no spaces at either end (names
 -- that look alike).
 create or replace function pgque._check_name(i_what text, i_name text)
-returns void
-language plpgsql immutable
-as $$
+returns void language plpgsql immutable as $$
 begin
     if coalesce(i_name, '') = '' then
         raise exception '% name must not be empty', i_what using detail = 'pgque:invalid_argument';
@@ -24,9 +22,7 @@ end
 $$;
 
 create or replace function pgque._check_queue_name(i_queue_name text)
-returns void
-language plpgsql immutable
-as $$
+returns void language plpgsql immutable as $$
 begin
     if i_queue_name is null then
         raise exception 'Invalid NULL value' using detail = 'pgque:invalid_argument';
@@ -48,10 +44,7 @@ $$;
 -- stored string, and the object found must be in schema pgque (by OID) and
 -- of the right kind; tables must descend from pgque.event_template.
 create or replace function pgque._queue_relation(q pgque.queue, i_part text)
-returns regclass
-language plpgsql stable
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns regclass language plpgsql stable set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_name text := 'event_' || q.queue_id::text;
     v_kind "char" := 'r';
@@ -90,10 +83,8 @@ end
 $$;
 
 create or replace function pgque.tune_storage(i_queue_name text)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     i integer;
@@ -116,10 +107,8 @@ comment on function pgque.tune_storage(text) is
     'Sets storage parameters on a queue''s event tables (fillfactor 100, no autovacuum).';
 
 create or replace function pgque.grant_perms(x_queue_name text)
-returns integer
-language plpgsql strict
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql strict
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_table text;
@@ -148,10 +137,7 @@ comment on function pgque.grant_perms(text) is
     'Applies pgque''s role grants to a queue''s event tables and sequences.';
 
 create or replace function pgque.create_queue(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_id integer;
     v_base text;
@@ -200,10 +186,7 @@ comment on function pgque.create_queue(text) is
 
 
 create or replace function pgque.create_queue(i_queue text, i_options jsonb)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_created integer;
     v_key text;
@@ -231,10 +214,7 @@ comment on function pgque.create_queue(text, jsonb) is
     'Creates a queue and applies each option (set_queue_config names, e.g. {"max_retries": 3}) in the same transaction. Returns 1, or 0 when it existed.';
 
 create or replace function pgque.pause_queue(i_queue text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque.set_queue_config(i_queue, 'ticker_paused', 'true');
 end
@@ -243,10 +223,7 @@ comment on function pgque.pause_queue(text) is
     'Stops ticking the queue: sends still succeed, consumers get nothing new until resume_queue().';
 
 create or replace function pgque.resume_queue(i_queue text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque.set_queue_config(i_queue, 'ticker_paused', 'false');
 end
@@ -255,10 +232,7 @@ comment on function pgque.resume_queue(text) is
     'Resumes ticking a paused queue.';
 
 create or replace function pgque.drop_queue(x_queue_name text, x_force boolean)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_consumer text;
@@ -336,10 +310,7 @@ comment on function pgque.drop_queue(text) is
 
 create or replace function pgque.set_queue_config(
     x_queue_name text, x_param_name text, x_param_value text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_int integer;

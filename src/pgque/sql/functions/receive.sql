@@ -7,10 +7,7 @@
 -- retried max_retries times.
 
 create or replace function pgque.subscribe(queue text, consumer text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if queue = '' then
         raise exception 'queue name must not be empty' using detail = 'pgque:invalid_argument';
@@ -24,10 +21,7 @@ comment on function pgque.subscribe(text, text) is
     'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
 
 create or replace function pgque.unsubscribe(queue text, consumer text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.unregister_consumer(queue, consumer);
 end
@@ -95,10 +89,8 @@ $$;
 
 create or replace function pgque.receive(
     i_queue text, i_consumer text, i_max_return integer default 100)
-returns setof pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_max_return is null or i_max_return < 1 then
         raise exception 'pgque.receive: max_return must be >= 1, got %',
@@ -155,9 +147,7 @@ comment on function pgque.ack(bigint) is
 -- slot functions, which check the caller holds the slot's lease. Returns
 -- whether batch i_batch_id is open (for the callers that check it).
 create or replace function pgque._refuse_slot_batch(i_batch_id bigint, i_hint text)
-returns boolean
-language plpgsql
-as $$
+returns boolean language plpgsql as $$
 declare
     v_name text;
 begin
@@ -176,9 +166,7 @@ $$;
 -- Idempotent per (queue, consumer, event).
 create or replace function pgque._dead_letter(
     i_batch_id bigint, i_event pgque.event_template, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_sub record;
 begin
@@ -211,9 +199,7 @@ $$;
 -- dead-letter it once it was retried max_retries times.
 create or replace function pgque._nack(
     i_batch_id bigint, i_msg_id bigint, i_retry_after interval, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_event pgque.event_template;
     v_max_retries integer;
@@ -251,10 +237,7 @@ $$;
 create or replace function pgque.nack(
     i_batch_id bigint, i_msg pgque.message,
     i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason);
 end
@@ -265,10 +248,7 @@ comment on function pgque.nack(bigint, pgque.message, interval, text) is
 create or replace function pgque.nack(
     i_batch_id bigint, i_msg_id bigint,
     i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._refuse_slot_batch(i_batch_id, 'retry slot batches via pgque.nack_partitioned()');
     return pgque._nack(i_batch_id, i_msg_id, i_retry_after, i_reason);
@@ -280,9 +260,7 @@ comment on function pgque.nack(bigint, bigint, interval, text) is
 -- Internal: dead-letters message i_msg_id of open batch i_batch_id, re-read
 -- from the batch (as nack, never taken from the caller).
 create or replace function pgque._dead_letter_msg(i_batch_id bigint, i_msg_id bigint, i_reason text)
-returns integer
-language plpgsql
-as $$
+returns integer language plpgsql as $$
 declare
     v_event pgque.event_template;
 begin
@@ -296,10 +274,7 @@ end
 $$;
 
 create or replace function pgque.dead_letter_event(i_batch_id bigint, i_msg_id bigint, i_reason text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if not pgque._refuse_slot_batch(i_batch_id, 'dead-letter slot batches via pgque.dead_letter_partitioned()') then
         raise exception 'batch not found: %', i_batch_id using detail = 'pgque:batch_not_found';

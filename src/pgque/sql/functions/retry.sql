@@ -25,10 +25,7 @@ $$;
 -- consumer. Events already queued for that consumer are left alone.
 create or replace function pgque._retry_batch_events(
     i_batch_id bigint, i_event_ids bigint[], i_retry_time timestamptz)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_count integer;
 begin
@@ -48,10 +45,7 @@ $$;
 
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_time timestamptz)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pgque._refuse_slot_batch(x_batch_id, 'use pgque.nack_partitioned()') then
         if pgque._retry_batch_events(x_batch_id, array[x_event_id], x_retry_time) > 0 then
@@ -71,10 +65,7 @@ comment on function pgque.event_retry(bigint, bigint, timestamptz) is
 
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_seconds integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque.event_retry(x_batch_id, x_event_id,
                              current_timestamp + x_retry_seconds * interval '1 second');
@@ -84,10 +75,7 @@ comment on function pgque.event_retry(bigint, bigint, integer) is
     'Queues an event of the open batch for retry after the given seconds. Returns 1, or 0 when already queued.';
 
 create or replace function pgque.batch_retry(i_batch_id bigint, i_retry_seconds integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if not pgque._refuse_slot_batch(i_batch_id, 'use pgque.nack_partitioned()') then
         raise exception 'batch_retry: batch % not found', i_batch_id
@@ -105,10 +93,7 @@ create or replace function pgque.event_retry_raw(
     x_ev_id bigint, x_ev_time timestamptz, x_ev_retry integer,
     x_ev_type text, x_ev_data text,
     x_ev_extra1 text, x_ev_extra2 text, x_ev_extra3 text, x_ev_extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_sub record;
     v_ev_id bigint;
@@ -139,10 +124,7 @@ comment on function pgque.event_retry_raw(text, text, timestamptz, bigint, times
 -- Internal: moves due retry events back into their queues' current tables,
 -- oldest due first, at most i_limit (all when NULL), set-based per queue.
 create or replace function pgque._move_retry_events(i_limit integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_moved integer;

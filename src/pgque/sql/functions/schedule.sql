@@ -22,9 +22,7 @@
 create or replace function pgque._cron_field(
     i_cron text, i_what text, i_field text, i_min integer, i_max integer,
     i_names text[] default null, i_first integer default 0)
-returns integer[]
-language plpgsql immutable
-as $$
+returns integer[] language plpgsql immutable as $$
 declare
     v_item text;
     v_parts text[];
@@ -118,9 +116,7 @@ $$;
 -- i_time_zone (a local time that a clock change skips is taken as
 -- PostgreSQL reads it, an hour on).
 create or replace function pgque._cron_next(i_cron text, i_after timestamptz, i_time_zone text)
-returns timestamptz
-language plpgsql stable
-as $$
+returns timestamptz language plpgsql stable as $$
 declare
     c record := pgque._cron_parse(i_cron);
     v_start timestamp := pg_catalog.date_trunc('minute', i_after at time zone i_time_zone)
@@ -165,9 +161,7 @@ $$;
 
 -- Internal: i_time_zone checked (a name PostgreSQL knows).
 create or replace function pgque._check_time_zone(i_time_zone text)
-returns void
-language plpgsql stable
-as $$
+returns void language plpgsql stable as $$
 begin
     perform pg_catalog.now() at time zone i_time_zone;
     if i_time_zone is null then
@@ -183,10 +177,8 @@ $$;
 create or replace function pgque.schedule(
     queue_name text, schedule_name text, cron text, payload jsonb,
     type_name text default null, time_zone text default 'UTC')
-returns timestamptz
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns timestamptz language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_next timestamptz;
@@ -220,10 +212,7 @@ comment on function pgque.schedule(text, text, text, jsonb, text, text) is
     'Creates or replaces a periodic schedule: a message (payload, type) sent to the queue at each occurrence of the five-field cron expression in time_zone, by whatever ticks the queue, once per occurrence. Returns the next run.';
 
 create or replace function pgque.unschedule(queue_name text, schedule_name text)
-returns boolean
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     delete from pgque.schedule s
      using pgque.queue q
@@ -238,10 +227,8 @@ create or replace function pgque.schedules(
     out queue_name text, out schedule_name text, out cron text, out time_zone text,
     out type_name text, out payload text, out next_run timestamptz, out last_run timestamptz,
     out last_event_id bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language sql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, s.sc_name, s.sc_cron, s.sc_time_zone, s.sc_type, s.sc_payload,
            s.sc_next_run, s.sc_last_run, s.sc_last_event
       from pgque.schedule s join pgque.queue q on q.queue_id = s.sc_queue
@@ -254,10 +241,7 @@ comment on function pgque.schedules() is
 -- (every queue's when NULL), at most 100 a call, each in a subtransaction
 -- so that one queue refusing inserts stops no tick. Returns how many it sent.
 create or replace function pgque._fire_schedules(i_queue_id integer)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     r record;
     v_now constant timestamptz := pg_catalog.now();

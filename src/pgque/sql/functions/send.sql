@@ -7,10 +7,7 @@
 -- covers it.
 
 create or replace function pgque.send(queue_name text, type_name text, payload text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null);
 end
@@ -19,10 +16,7 @@ comment on function pgque.send(text, text, text) is
     'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null);
 end
@@ -31,10 +25,7 @@ comment on function pgque.send(text, text, jsonb) is
     'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null);
 end
@@ -43,10 +34,7 @@ comment on function pgque.send(text, text) is
     'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload jsonb)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text,
                                null, null, null, null);
@@ -58,10 +46,7 @@ comment on function pgque.send(text, jsonb) is
 create or replace function pgque.send(
     queue_name text, type_name text, payload text,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7);
 end
@@ -72,10 +57,7 @@ comment on function pgque.send(text, text, text, text, text, text, text) is
 create or replace function pgque.send(
     queue_name text, type_name text, payload jsonb,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7);
 end
@@ -86,10 +68,7 @@ comment on function pgque.send(text, text, jsonb, text, text, text, text) is
 
 -- With a partition key, stored in ev_extra1 (see partition.sql).
 create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text,
                                i_partition_key, null, null, null);
@@ -99,10 +78,7 @@ comment on function pgque.send(text, text, jsonb, text) is
     'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
 
 create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload,
                                i_partition_key, null, null, null);
@@ -117,9 +93,7 @@ comment on function pgque.send(text, text, text, text) is
 create or replace function pgque._send_batch(
     i_queue_name text, i_type text, i_types text[], i_payloads text[],
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns bigint[]
-language plpgsql
-as $$
+returns bigint[] language plpgsql as $$
 declare
     n integer;
     q pgque.queue%rowtype;
@@ -169,10 +143,8 @@ end
 $$;
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, $2, null, $3, null, null, null, null);
 end
@@ -181,10 +153,8 @@ comment on function pgque.send_batch(text, text, text[]) is
     'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null);
 end
@@ -193,10 +163,8 @@ comment on function pgque.send_batch(text, text, jsonb[]) is
     'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', null, $2, null, null, null, null);
 end
@@ -205,10 +173,8 @@ comment on function pgque.send_batch(text, text[]) is
     'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null);
 end
@@ -219,10 +185,8 @@ comment on function pgque.send_batch(text, jsonb[]) is
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads text[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7);
 end
@@ -233,10 +197,8 @@ comment on function pgque.send_batch(text, text[], text[], text[], text[], text[
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads jsonb[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7);
 end
@@ -246,10 +208,8 @@ comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text
 
 create or replace function pgque.insert_event_bulk(
     queue_name text, ev_type text, ev_data_list text[])
-returns bigint[]
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return pgque._send_batch($1, $2, null, $3, null, null, null, null);
 end

@@ -19,9 +19,7 @@
 -- Internal: tick i_tick of queue i_queue, or the error for a tick that does
 -- not exist, saying whether rotation removed it or it was never made.
 create or replace function pgque._spark_tick(i_queue pgque.queue, i_tick bigint)
-returns pgque.tick
-language plpgsql stable
-as $$
+returns pgque.tick language plpgsql stable as $$
 declare
     v_tick pgque.tick;
     v_oldest bigint;
@@ -51,10 +49,7 @@ comment on function pgque._spark_tick(pgque.queue, bigint) is
 create or replace function pgque.spark_range_sql(
     i_queue_name text, i_from_tick bigint, i_to_tick bigint,
     i_part integer default 0, i_nparts integer default 1)
-returns text
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue;
     v_s1 pg_snapshot;
@@ -100,10 +95,8 @@ create or replace function pgque.spark_read_range(
     out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
     out ev_type text, out ev_data text,
     out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
-returns setof record
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns setof record language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     return query execute
         'select * from ('
@@ -134,9 +127,7 @@ comment on function pgque.spark_latest_tick(text) is
 
 -- Internal: the consumer's subscription row, or an error.
 create or replace function pgque._spark_subscription(q pgque.queue, i_consumer_name text)
-returns pgque.subscription
-language plpgsql stable
-as $$
+returns pgque.subscription language plpgsql stable as $$
 declare
     s pgque.subscription;
 begin
@@ -161,10 +152,7 @@ comment on function pgque._spark_subscription(pgque.queue, text) is
 
 create or replace function pgque.spark_start_tick(
     i_queue_name text, i_consumer_name text, i_position text default 'consumer')
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_tick bigint;
@@ -203,10 +191,8 @@ create or replace function pgque.spark_next_tick(
     i_queue_name text, i_consumer_name text, i_from_tick bigint,
     i_max_tick bigint default null, i_max_ticks integer default null,
     i_max_events bigint default null)
-returns bigint
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
     v_from_seq bigint;
@@ -240,10 +226,7 @@ comment on function pgque.spark_next_tick(text, text, bigint, bigint, integer, b
 
 create or replace function pgque.spark_advance(
     i_queue_name text, i_consumer_name text, i_tick bigint)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._queue_row(i_queue_name, 'NULL');
 begin
@@ -300,9 +283,7 @@ comment on function pgque._spark_is_batch_write(text) is
 -- already.
 create or replace function pgque._spark_end_write(i_write_id text, i_queue_name text,
                                                   i_events bigint)
-returns boolean
-language plpgsql
-as $$
+returns boolean language plpgsql as $$
 declare
     v_timeout text := pg_catalog.current_setting('lock_timeout');
 begin
@@ -331,10 +312,7 @@ create or replace function pgque.spark_stage(
     i_write_id text, i_stage_id text, i_first_seq bigint,
     i_types text[], i_payloads text[],
     i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n integer := coalesce(pg_catalog.cardinality(i_payloads), 0);
     v_null integer;
@@ -384,9 +362,7 @@ comment on function pgque.spark_stage(text, text, bigint, text[], text[], text[]
 -- what earlier micro-batches of the query left (aborts see no write id when
 -- every task failed).
 create or replace function pgque._spark_drop_staged(i_write_id text, i_query_id text)
-returns void
-language plpgsql
-as $$
+returns void language plpgsql as $$
 begin
     if i_query_id is null then
         delete from pgque.spark_staging where write_id = i_write_id;
@@ -403,10 +379,7 @@ comment on function pgque._spark_drop_staged(text, text) is
 create or replace function pgque.spark_publish(
     i_queue_name text, i_write_id text, i_stage_ids text[], i_counts bigint[],
     i_query_id text default null, i_batch_id bigint default null)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_bad record;
     v_table text;
@@ -506,10 +479,7 @@ comment on function pgque.spark_publish(text, text, text[], bigint[], text, bigi
     'Publishes the staged rows of the listed task stages (each with its expected row count) into the queue in one transaction, then drops the write''s staged rows. With a query id and batch id, a batch published before publishes nothing. Returns the number of events sent.';
 
 create or replace function pgque.spark_discard(i_write_id text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n bigint;
 begin
@@ -524,10 +494,7 @@ comment on function pgque.spark_discard(text) is
     'Removes every row staged under a write id (an aborted or failed Spark write), after waiting for its running stagers; a batch write id is over for good. Returns how many.';
 
 create or replace function pgque.spark_cleanup(i_older_than interval default '1 day')
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n bigint;
 begin

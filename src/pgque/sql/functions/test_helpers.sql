@@ -10,10 +10,7 @@
 --   select * from pgque.test_consume('q', 'c', 'default');
 
 create or replace function pgque.test_send(queue text, payload jsonb)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -43,10 +40,8 @@ comment on function pgque.test_send(text, jsonb) is
     'Test helper: sends a JSON message of type ''default'' and checks it was stored. Returns the event id.';
 
 create or replace function pgque.test_consume(queue text, consumer text, expected_type text)
-returns pgque.message
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns pgque.message language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -90,10 +85,8 @@ comment on function pgque.test_consume(text, text, text) is
     'Test helper: receives the consumer''s next batch, which must hold exactly one message of expected_type (NULL: any type), acks it and returns the message.';
 
 create or replace function pgque.assert_empty(queue text)
-returns boolean
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;
@@ -145,10 +138,8 @@ comment on function pgque.assert_empty(text) is
     'Test helper: true when no consumer of the queue has an event left to consume and no retry or delayed message waits; raises with the findings otherwise.';
 
 create or replace function pgque.assert_dlq_empty(queue text)
-returns boolean
-language plpgsql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql stable
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
     q pgque.queue;

@@ -11,9 +11,7 @@
 -- own, which no other login can take (docs/development.md, "Coordination").
 
 create or replace function pgque._require_read_committed(i_caller text)
-returns void
-language plpgsql stable
-as $$
+returns void language plpgsql stable as $$
 begin
     if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
         raise exception '%: must run in READ COMMITTED (transaction isolation is %)',
@@ -107,10 +105,7 @@ end
 $$;
 
 create or replace function pgque.ticker(i_queue_name text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
 begin
@@ -182,10 +177,7 @@ end
 $$;
 
 create or replace function pgque.ticker()
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_queue_id integer;
     v_count bigint := 0;
@@ -217,10 +209,7 @@ comment on function pgque.ticker() is
 
 create or replace function pgque.ticker(
     i_queue_name text, i_tick_id bigint, i_orig_timestamp timestamptz, i_event_seq bigint)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_last pgque.tick%rowtype;
@@ -265,10 +254,7 @@ comment on function pgque.ticker(text, bigint, timestamptz, bigint) is
     'Inserts a tick copied from another source into an external-ticker queue. Returns the tick id.';
 
 create or replace function pgque.force_tick(i_queue_name text)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_last_tick bigint;
@@ -308,9 +294,7 @@ comment on function pgque.force_next_tick(text) is
 -- gauge. True when that first event exists and the last tick does not see it.
 create or replace function pgque._first_event_unticked(
     q pgque.queue, i_seq bigint, i_last pgque.tick)
-returns boolean
-language plpgsql stable
-as $$
+returns boolean language plpgsql stable as $$
 declare
     v_txid xid8;
     i integer;

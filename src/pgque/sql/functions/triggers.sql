@@ -67,10 +67,7 @@
 
 -- Urlencodes a text value byte by byte in the database encoding.
 create or replace function pgque._trigger_urlencode(i_value text)
-returns text
-language sql
-stable strict
-as $$
+returns text language sql stable strict as $$
     select case
         when i_value ~ '^[A-Za-z0-9._-]*$' then i_value
         else (
@@ -95,10 +92,7 @@ comment on function pgque._trigger_urlencode(text) is
 -- True when i_name occurs in i_list delimited by a comma, white space or an end of the
 -- list (PgQ's matching of ignore= and key column names; no trimming, no quoting).
 create or replace function pgque._trigger_list_has(i_list text, i_name text)
-returns boolean
-language sql
-immutable strict
-as $$
+returns boolean language sql immutable strict as $$
     select pg_catalog.strpos(i_list, i_name) > 0
        and exists (
            select 1
@@ -122,10 +116,7 @@ comment on function pgque._trigger_list_has(text, text) is
 -- PgQ, array columns themselves are compared by their text (i_nested false), while
 -- arrays inside composites are compared as values (i_nested true).
 create or replace function pgque._trigger_eq_operator(i_type oid, i_nested boolean)
-returns text
-language plpgsql
-stable strict
-as $$
+returns text language plpgsql stable strict as $$
 declare
     v_base oid := i_type;
     v_type record;
@@ -258,10 +249,7 @@ comment on function pgque._trigger_eval(text, record, text) is
 -- JSON values already.
 create or replace function pgque._trigger_json_row(
     i_names text[], i_values text[], i_omit boolean[])
-returns text
-language sql
-stable
-as $$
+returns text language sql stable as $$
     select '{'
            || coalesce(pg_catalog.string_agg(
                           pg_catalog.to_json(i_names[i])::text || ':' || i_values[i],
@@ -277,10 +265,7 @@ comment on function pgque._trigger_json_row(text[], text[], boolean[]) is
 -- (a NULL value: the name alone).
 create or replace function pgque._trigger_urlencode_row(
     i_names text[], i_values text[], i_omit boolean[])
-returns text
-language sql
-stable
-as $$
+returns text language sql stable as $$
     select coalesce(pg_catalog.string_agg(
                pgque._trigger_urlencode(i_names[i])
                || coalesce('=' || pgque._trigger_urlencode(i_values[i]), ''),
@@ -298,10 +283,7 @@ create or replace function pgque._trigger_event(
     i_format text, i_op text, i_when text, i_level text, i_relid oid,
     i_schema text, i_table text, i_args text[], i_new record, i_old record,
     i_search_path text)
-returns boolean
-language plpgsql
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns boolean language plpgsql set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     c_fields constant text[] := array['ev_type', 'ev_data', 'ev_extra1', 'ev_extra2',
                                       'ev_extra3', 'ev_extra4'];
@@ -694,10 +676,7 @@ comment on function pgque._trigger_event(
     'CDC trigger helper: the body of jsontriga, logutriga and sqltriga; true means SKIP the row.';
 
 create or replace function pgque.jsontriga()
-returns trigger
-language plpgsql
-security invoker
-as $$
+returns trigger language plpgsql security invoker as $$
 begin
     if pgque._trigger_event('json', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
                             tg_table_name, tg_argv, new, old,
@@ -715,10 +694,7 @@ comment on function pgque.jsontriga() is
     'when= expressions.';
 
 create or replace function pgque.logutriga()
-returns trigger
-language plpgsql
-security invoker
-as $$
+returns trigger language plpgsql security invoker as $$
 begin
     if pgque._trigger_event('logu', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
                             tg_table_name, tg_argv, new, old,
@@ -735,10 +711,7 @@ comment on function pgque.logutriga() is
     'Arguments as for jsontriga.';
 
 create or replace function pgque.sqltriga()
-returns trigger
-language plpgsql
-security invoker
-as $$
+returns trigger language plpgsql security invoker as $$
 begin
     if pgque._trigger_event('sql', tg_op, tg_when, tg_level, tg_relid, tg_table_schema,
                             tg_table_name, tg_argv, new, old,

@@ -9,10 +9,7 @@ comment on function pgque.version() is
     'The installed pgque version.';
 
 create or replace function pgque.quote_fqname(i_name text)
-returns text
-language sql immutable strict
-set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns text language sql immutable strict set search_path = pgque, pg_catalog, pg_temp as $$
     -- The first dot splits schema from name; an unqualified name is in public.
     select case
         when pg_catalog.strpos(i_name, '.') > 0 then
@@ -29,10 +26,8 @@ comment on function pgque.quote_fqname(text) is
 -- sequences. pgque's own callers are definer functions and pass names
 -- proven by _queue_relation().
 create or replace function pgque.seq_getval(i_seq_name text)
-returns bigint
-language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql strict
+security invoker set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_value bigint;
 begin
@@ -46,10 +41,8 @@ comment on function pgque.seq_getval(text) is
     'The last value of a sequence, without advancing it.';
 
 create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
-returns bigint
-language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql strict
+security invoker set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_current bigint;
 begin
@@ -67,9 +60,7 @@ comment on function pgque.seq_setval(text, bigint) is
 -- Internal: seq_setval for a sequence a definer function has proven to be
 -- pgque's own (see _queue_relation): moves it forward, never back.
 create or replace function pgque._seq_forward(i_seq regclass, i_new_value bigint)
-returns bigint
-language plpgsql strict
-as $$
+returns bigint language plpgsql strict as $$
 declare
     v_current bigint;
 begin
@@ -84,10 +75,7 @@ $$;
 
 create or replace function pgque.log_event(
     i_level text, i_component text, i_message text, i_attrs jsonb default '{}')
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_level is null or i_level not in ('debug', 'info', 'notice', 'warning', 'error') then
         raise exception 'log_event: level must be one of debug, info, notice, warning, error, got %',
@@ -105,9 +93,7 @@ comment on function pgque.log_event(text, text, text, jsonb) is
 -- ('tick'). The name follows from the id, in schema pgque where only
 -- pgque's owner creates objects; never from the queue row's stored names.
 create or replace function pgque._queue_sequence(i_queue_id integer, i_kind text)
-returns regclass
-language sql stable
-as $$
+returns regclass language sql stable as $$
     select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
@@ -115,9 +101,7 @@ $$;
 -- Internal: the queue row by name, or queue_not_found ('queue not found:
 -- <name>'; a NULL name is written as i_null_as).
 create or replace function pgque._queue_row(i_queue_name text, i_null_as text default '<NULL>')
-returns pgque.queue
-language plpgsql stable
-as $$
+returns pgque.queue language plpgsql stable as $$
 declare
     q pgque.queue;
 begin
@@ -134,10 +118,7 @@ $$;
 -- commit. A row lock on pgque's own table: no other login can take it, as it
 -- could an advisory lock key (docs/development.md, "Coordination").
 create or replace function pgque._lock_mutex(i_name text)
-returns void
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns void language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform 1 from pgque.mutex where mutex_name = i_name for update;
     if not found then

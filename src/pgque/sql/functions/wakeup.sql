@@ -16,9 +16,7 @@
 -- Internal: the producers' half, after every routed insert (one read of
 -- the sequence; a nextval and a NOTIFY once per arming).
 create or replace function pgque._wake(i_queue_id integer)
-returns void
-language plpgsql
-as $$
+returns void language plpgsql as $$
 begin
     -- Simple expressions: PL/pgSQL evaluates them without the executor.
     if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) = 0
@@ -37,10 +35,8 @@ $$;
 -- arming) notifies at commit. A sequence never drawn from reads
 -- 0 (PgQ's gauge reads 1 both before and after a queue's first event).
 create or replace function pgque._ticker_arm_wake()
-returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
     return query select s.queue_name, s.event_seq, s.tick_event_seq from pgque._ticker_sequences() s;
@@ -54,10 +50,7 @@ $$;
 -- consumer that found nothing may wait on pgque_ticker_wake and is woken
 -- by the next commit itself, not by the ticker's next round.
 create or replace function pgque._consumer_tick(i_queue_name text, i_max_wait interval)
-returns bigint
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq'::regclass) is distinct from 0 then
         perform pg_catalog.setval('pgque.ticker_wake_seq'::regclass, 0, true);
@@ -105,10 +98,7 @@ $$;
 -- committed and left events. Returns 1 when it ticked, 2 while some of those
 -- transactions still run (look again later), 0 when there is nothing to do.
 create or replace function pgque._tick_stragglers(i_queue_name text)
-returns integer
-language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue%rowtype;
     v_snapshot pg_snapshot;
