@@ -243,3 +243,34 @@ def test_installs_beside_queue_ddl_never_deadlock(db: str, connect_to: ConnectTo
             worker.join(60)
     assert errors == []
     assert done[0] > 0
+
+
+def test_every_routine_body_is_valid_after_an_install(db: str, connect_to: ConnectTo) -> None:
+    """The install leaves bodies unchecked (a routine may call one defined later): check them all."""
+    conn = connect_to(db)
+    conn.execute("set search_path = pgque, pg_catalog, pg_temp")
+    routines = sql_rows(
+        conn,
+        "select p.oid, p.oid::regprocedure::text, l.lanname from pg_proc p"
+        " join pg_language l on l.oid = p.prolang"
+        " where p.pronamespace = 'pgque'::regnamespace and l.lanname in ('sql', 'plpgsql')",
+    )
+    failed = []
+    for oid, name, language in routines:
+        validator = "fmgr_sql_validator" if language == "sql" else "plpgsql_validator"
+        try:
+            conn.execute(f"select pg_catalog.{validator}(%s)", [oid])
+        except psycopg.Error as error:
+            failed.append(f"{name}: {error}")
+    assert len(routines) > 150  # the query finds the routines
+    assert failed == []
+
+
+def test_the_body_check_finds_a_broken_body(db: str, connect_to: ConnectTo) -> None:
+    conn = connect_to(db)
+    conn.execute("set check_function_bodies = off")
+    conn.execute("create function pgque.broken() returns int language sql as $$ select nope() $$")
+    oid = sql_rows(conn, "select 'pgque.broken()'::regprocedure::oid")[0][0]
+    conn.execute("set check_function_bodies = on")
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        conn.execute("select pg_catalog.fmgr_sql_validator(%s)", [oid])

@@ -350,12 +350,8 @@ comment on function pgque.next_batch_custom(text, text, text, interval, int4, in
 
 create or replace function pgque.next_batch(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
-begin
-    return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null,
-                                    i_dead_interval)).batch_id;
-end
-$$;
+returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null, i_dead_interval)).batch_id $$;
 comment on function pgque.next_batch(text, text, text, interval) is
     'Cooperative form of next_batch for one subconsumer. Returns the batch id or NULL.';
 
