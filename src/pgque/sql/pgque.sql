@@ -1128,12 +1128,10 @@ $$;
 -- sequence's name follows from the queue id, in schema pgque (as in
 -- _queues_due), never from the stored queue_event_seq.
 create or replace function pgque._ticker_sequences()
-returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
-language plpgsql stable
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint) language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- PL/pgSQL keeps the plan for the session; a SQL function's statement is
     -- planned on every call (half its time, measured on PostgreSQL 15).
@@ -1392,14 +1390,12 @@ $$;
 -- Internal: writes one router function (name, kind, body) of the tree,
 -- reachable only by its owner's definer functions.
 create or replace function pgque._write_router(i_name text, i_kind text, i_body text)
-returns void
-language plpgsql
+returns void language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation (its first call
 -- compiles it; the tests call every kind): a reader leaf of 16 queues took
 -- 3.1 ms to write instead of 5.4, an insert leaf 2.1 instead of 2.6.
-set check_function_bodies = off
-as $$
+set check_function_bodies = off as $$
 declare
     v_function constant text := $tpl$create or replace function pgque.{name}({params})
 returns integer
@@ -1726,12 +1722,10 @@ $$;
 -- Internal: insert a tick for the queue when due, or unconditionally with
 -- i_always (a queue's first tick). Returns the new tick id or NULL.
 create or replace function pgque._tick(i_queue_id integer, i_always boolean)
-returns bigint
-language plpgsql
+returns bigint language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     q pgque.queue%rowtype;
     v_last pgque.tick%rowtype;
@@ -1834,12 +1828,10 @@ comment on function pgque.ticker(text) is
 -- decides again under the queue's tick lock.
 create or replace function pgque._queues_due(
     out queue_id integer, out queue_name text, out since_tick interval)
-returns setof record
-language plpgsql stable
+returns setof record language plpgsql stable
 set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- PL/pgSQL keeps the plan for the session (see _ticker_sequences).
     return query
@@ -2019,12 +2011,10 @@ $$;
 
 create or replace function pgque.ticker_eager(
     i_queue_name text, i_max_wait interval default '5 milliseconds')
-returns bigint
-language plpgsql
+returns bigint language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     q pgque.queue%rowtype;
     v_last pgque.tick%rowtype;
@@ -2782,12 +2772,10 @@ create or replace function pgque.get_batch_events(
     out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
     out ev_type text, out ev_data text,
     out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
-returns setof record
-language plpgsql
+returns setof record language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     a record;
 begin
@@ -2810,8 +2798,7 @@ comment on function pgque.get_batch_events(bigint) is
     'All events of the open batch, ordered by ev_id.';
 
 create or replace function pgque.finish_batch(x_batch_id bigint)
-returns integer
-language plpgsql
+returns integer language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
@@ -2827,11 +2814,9 @@ comment on function pgque.finish_batch(bigint) is
 
 -- Internal: finish_batch for any batch, a partition slot's too.
 create or replace function pgque._finish_batch(i_batch_id bigint)
-returns integer
-language plpgsql
+returns integer language plpgsql
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.
@@ -2947,12 +2932,10 @@ as $$ select '_read_l' || i_leaf::text $$;
 -- table proven to be its queue's own), revoked from PUBLIC; drops it when
 -- there is none.
 create or replace function pgque._write_batch_reader(i_leaf integer)
-returns void
-language plpgsql
+returns void language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation: see _write_router.
-set check_function_bodies = off
-as $$
+set check_function_bodies = off as $$
 declare
     -- The columns of get_batch_events, and the filters of every part: the
     -- consumer's own retry copies (ev_owner), the queue's event_ttl and a
@@ -3058,12 +3041,10 @@ $$;
 -- ids 16k .. 16k+15 below 2,048 (the leaves need not exist yet: PL/pgSQL
 -- plans a branch when it first runs), a call by name above.
 create or replace function pgque._write_batch_read_router()
-returns void
-language plpgsql
+returns void language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation: see _write_router.
-set check_function_bodies = off
-as $$
+set check_function_bodies = off as $$
 declare
     v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
                          || ' i_owner, i_ttl, i_slot, i_n, i_limit';
@@ -3137,12 +3118,10 @@ $$;
 -- Internal: the events of an open batch with the given ids (all when NULL),
 -- read through the batch query so only events of the batch qualify.
 create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_ids bigint[])
-returns setof pgque.event_template
-language plpgsql
+returns setof pgque.event_template language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- JIT and parallel workers: see batch_reader.sql.
-set jit = off set max_parallel_workers_per_gather = 0
-as $$
+set jit = off set max_parallel_workers_per_gather = 0 as $$
 begin
     return query execute
         'select b.ev_id, b.ev_time, b.ev_txid::text::xid8, null::integer, b.ev_retry,'
@@ -3433,11 +3412,21 @@ returns setof text language sql stable as $$
      order by queue_name
 $$;
 
+-- Internal: every queue's extra maintenance functions (queue_extra_maint),
+-- by queue name, each queue's in its order.
+create or replace function pgque._extra_maint(out queue_name text, out maint_function text)
+returns setof record language sql stable as $$
+    select q.queue_name, f.maint_function
+      from pgque.queue q,
+           pg_catalog.unnest(q.queue_extra_maint) with ordinality as f(maint_function, n)
+     where q.queue_extra_maint is not null
+     order by q.queue_name, f.n
+$$;
+
 create or replace function pgque.maint_operations(out func_name text, out func_arg text)
 returns setof record language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q record;
     v_queue text;
     v_rotation_due boolean := false;
     v_func text;
@@ -3455,20 +3444,10 @@ begin
         return next;
     end if;
 
-    for q in
-        select queue_name, queue_extra_maint from pgque.queue
-         where queue_extra_maint is not null
-         order by queue_name
-    loop
-        foreach v_func in array q.queue_extra_maint loop
-            -- Only what maint() itself would run: a daemon runs these as it is.
-            if pgque._allowed_maint_function(v_func) is not null then
-                func_name := v_func;
-                func_arg := q.queue_name;
-                return next;
-            end if;
-        end loop;
-    end loop;
+    -- Only what maint() itself would run: a daemon runs these as it is.
+    return query
+        select e.maint_function, e.queue_name from pgque._extra_maint() e
+         where pgque._allowed_maint_function(e.maint_function) is not null;
 
     for v_func in select t from pgque.maint_tables_to_vacuum() t loop
         func_name := 'vacuum';
@@ -3568,7 +3547,6 @@ returns integer language plpgsql security definer set search_path = pgque, pg_ca
 declare
     q record;
     v_queue text;
-    v_func text;
     v_total integer := 0;
 begin
     -- 1. Complete rotations begun by an earlier maint() (or step 1 call).
@@ -3581,14 +3559,8 @@ begin
         v_total := v_total + pgque.maint_rotate_tables_step1(v_queue);
     end loop;
     -- 4. Per-queue extra maintenance functions.
-    for q in
-        select queue_name, queue_extra_maint from pgque.queue
-         where queue_extra_maint is not null
-         order by queue_name
-    loop
-        foreach v_func in array q.queue_extra_maint loop
-            v_total := v_total + pgque._run_extra_maint(v_func, q.queue_name);
-        end loop;
+    for q in select * from pgque._extra_maint() loop
+        v_total := v_total + pgque._run_extra_maint(q.maint_function, q.queue_name);
     end loop;
     return v_total;
 end
@@ -3758,14 +3730,12 @@ create or replace function pgque.get_batch_cursor(
     out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
     out ev_type text, out ev_data text,
     out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
-returns setof record
-language plpgsql
+returns setof record language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
 set search_path = pgque, pg_catalog, pg_temp
 -- JIT: see batch_reader.sql.
-set jit = off
-as $$
+set jit = off as $$
 declare
     v_sql text;
 begin
@@ -4104,11 +4074,9 @@ comment on function pgque.unsubscribe(text, text) is
 create or replace function pgque._receive(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval,
     i_max integer, i_slot integer, i_n integer)
-returns setof pgque.message
-language plpgsql
+returns setof pgque.message language plpgsql
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     v_batch_id bigint;
     a record;
@@ -4179,12 +4147,10 @@ comment on function pgque.receive(text, text, integer) is
     'Returns up to i_max_return messages of the consumer''s open or next batch, by msg_id; the same batch again until ack(). Empty batches are finished internally.';
 
 create or replace function pgque.ack(i_batch_id bigint)
-returns integer
-language plpgsql
+returns integer language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- The usual batch in one statement (finish_batch is this function):
     -- not a partition slot's, not a cooperative main's.

@@ -529,12 +529,10 @@ create or replace function pgque.get_batch_events(
     out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
     out ev_type text, out ev_data text,
     out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
-returns setof record
-language plpgsql
+returns setof record language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     a record;
 begin
@@ -557,8 +555,7 @@ comment on function pgque.get_batch_events(bigint) is
     'All events of the open batch, ordered by ev_id.';
 
 create or replace function pgque.finish_batch(x_batch_id bigint)
-returns integer
-language plpgsql
+returns integer language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
 set enable_seqscan = off set enable_bitmapscan = off set jit = off
@@ -574,11 +571,9 @@ comment on function pgque.finish_batch(bigint) is
 
 -- Internal: finish_batch for any batch, a partition slot's too.
 create or replace function pgque._finish_batch(i_batch_id bigint)
-returns integer
-language plpgsql
+returns integer language plpgsql
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- A cooperative member has no position of its own (the group's main row
     -- holds it): between batches it points nowhere, holding back no rotation.

@@ -62,12 +62,10 @@ as $$ select '_read_l' || i_leaf::text $$;
 -- table proven to be its queue's own), revoked from PUBLIC; drops it when
 -- there is none.
 create or replace function pgque._write_batch_reader(i_leaf integer)
-returns void
-language plpgsql
+returns void language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation: see _write_router.
-set check_function_bodies = off
-as $$
+set check_function_bodies = off as $$
 declare
     -- The columns of get_batch_events, and the filters of every part: the
     -- consumer's own retry copies (ev_owner), the queue's event_ttl and a
@@ -173,12 +171,10 @@ $$;
 -- ids 16k .. 16k+15 below 2,048 (the leaves need not exist yet: PL/pgSQL
 -- plans a branch when it first runs), a call by name above.
 create or replace function pgque._write_batch_read_router()
-returns void
-language plpgsql
+returns void language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation: see _write_router.
-set check_function_bodies = off
-as $$
+set check_function_bodies = off as $$
 declare
     v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
                          || ' i_owner, i_ttl, i_slot, i_n, i_limit';

@@ -107,14 +107,12 @@ create or replace function pgque.get_batch_cursor(
     out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
     out ev_type text, out ev_data text,
     out ev_extra1 text, out ev_extra2 text, out ev_extra3 text, out ev_extra4 text)
-returns setof record
-language plpgsql
+returns setof record language plpgsql
 -- Runs as the caller: i_extra_where is trusted SQL, hence admin only.
 security invoker
 set search_path = pgque, pg_catalog, pg_temp
 -- JIT: see batch_reader.sql.
-set jit = off
-as $$
+set jit = off as $$
 declare
     v_sql text;
 begin

@@ -194,14 +194,12 @@ $$;
 -- Internal: writes one router function (name, kind, body) of the tree,
 -- reachable only by its owner's definer functions.
 create or replace function pgque._write_router(i_name text, i_kind text, i_body text)
-returns void
-language plpgsql
+returns void language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Generated code is not parsed a second time on creation (its first call
 -- compiles it; the tests call every kind): a reader leaf of 16 queues took
 -- 3.1 ms to write instead of 5.4, an insert leaf 2.1 instead of 2.6.
-set check_function_bodies = off
-as $$
+set check_function_bodies = off as $$
 declare
     v_function constant text := $tpl$create or replace function pgque.{name}({params})
 returns integer

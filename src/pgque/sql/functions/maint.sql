@@ -126,11 +126,21 @@ returns setof text language sql stable as $$
      order by queue_name
 $$;
 
+-- Internal: every queue's extra maintenance functions (queue_extra_maint),
+-- by queue name, each queue's in its order.
+create or replace function pgque._extra_maint(out queue_name text, out maint_function text)
+returns setof record language sql stable as $$
+    select q.queue_name, f.maint_function
+      from pgque.queue q,
+           pg_catalog.unnest(q.queue_extra_maint) with ordinality as f(maint_function, n)
+     where q.queue_extra_maint is not null
+     order by q.queue_name, f.n
+$$;
+
 create or replace function pgque.maint_operations(out func_name text, out func_arg text)
 returns setof record language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q record;
     v_queue text;
     v_rotation_due boolean := false;
     v_func text;
@@ -148,20 +158,10 @@ begin
         return next;
     end if;
 
-    for q in
-        select queue_name, queue_extra_maint from pgque.queue
-         where queue_extra_maint is not null
-         order by queue_name
-    loop
-        foreach v_func in array q.queue_extra_maint loop
-            -- Only what maint() itself would run: a daemon runs these as it is.
-            if pgque._allowed_maint_function(v_func) is not null then
-                func_name := v_func;
-                func_arg := q.queue_name;
-                return next;
-            end if;
-        end loop;
-    end loop;
+    -- Only what maint() itself would run: a daemon runs these as it is.
+    return query
+        select e.maint_function, e.queue_name from pgque._extra_maint() e
+         where pgque._allowed_maint_function(e.maint_function) is not null;
 
     for v_func in select t from pgque.maint_tables_to_vacuum() t loop
         func_name := 'vacuum';
@@ -261,7 +261,6 @@ returns integer language plpgsql security definer set search_path = pgque, pg_ca
 declare
     q record;
     v_queue text;
-    v_func text;
     v_total integer := 0;
 begin
     -- 1. Complete rotations begun by an earlier maint() (or step 1 call).
@@ -274,14 +273,8 @@ begin
         v_total := v_total + pgque.maint_rotate_tables_step1(v_queue);
     end loop;
     -- 4. Per-queue extra maintenance functions.
-    for q in
-        select queue_name, queue_extra_maint from pgque.queue
-         where queue_extra_maint is not null
-         order by queue_name
-    loop
-        foreach v_func in array q.queue_extra_maint loop
-            v_total := v_total + pgque._run_extra_maint(v_func, q.queue_name);
-        end loop;
+    for q in select * from pgque._extra_maint() loop
+        v_total := v_total + pgque._run_extra_maint(q.maint_function, q.queue_name);
     end loop;
     return v_total;
 end

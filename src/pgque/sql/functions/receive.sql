@@ -37,11 +37,9 @@ comment on function pgque.unsubscribe(text, text) is
 create or replace function pgque._receive(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval,
     i_max integer, i_slot integer, i_n integer)
-returns setof pgque.message
-language plpgsql
+returns setof pgque.message language plpgsql
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     v_batch_id bigint;
     a record;
@@ -112,12 +110,10 @@ comment on function pgque.receive(text, text, integer) is
     'Returns up to i_max_return messages of the consumer''s open or next batch, by msg_id; the same batch again until ack(). Empty batches are finished internally.';
 
 create or replace function pgque.ack(i_batch_id bigint)
-returns integer
-language plpgsql
+returns integer language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- The usual batch in one statement (finish_batch is this function):
     -- not a partition slot's, not a cooperative main's.

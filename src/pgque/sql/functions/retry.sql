@@ -5,12 +5,10 @@
 -- Internal: the events of an open batch with the given ids (all when NULL),
 -- read through the batch query so only events of the batch qualify.
 create or replace function pgque._batch_events_by_id(i_batch_id bigint, i_event_ids bigint[])
-returns setof pgque.event_template
-language plpgsql
+returns setof pgque.event_template language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- JIT and parallel workers: see batch_reader.sql.
-set jit = off set max_parallel_workers_per_gather = 0
-as $$
+set jit = off set max_parallel_workers_per_gather = 0 as $$
 begin
     return query execute
         'select b.ev_id, b.ev_time, b.ev_txid::text::xid8, null::integer, b.ev_retry,'

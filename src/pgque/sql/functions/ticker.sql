@@ -25,12 +25,10 @@ $$;
 -- Internal: insert a tick for the queue when due, or unconditionally with
 -- i_always (a queue's first tick). Returns the new tick id or NULL.
 create or replace function pgque._tick(i_queue_id integer, i_always boolean)
-returns bigint
-language plpgsql
+returns bigint language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     q pgque.queue%rowtype;
     v_last pgque.tick%rowtype;
@@ -133,12 +131,10 @@ comment on function pgque.ticker(text) is
 -- decides again under the queue's tick lock.
 create or replace function pgque._queues_due(
     out queue_id integer, out queue_name text, out since_tick interval)
-returns setof record
-language plpgsql stable
+returns setof record language plpgsql stable
 set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- PL/pgSQL keeps the plan for the session (see _ticker_sequences).
     return query
@@ -318,12 +314,10 @@ $$;
 
 create or replace function pgque.ticker_eager(
     i_queue_name text, i_max_wait interval default '5 milliseconds')
-returns bigint
-language plpgsql
+returns bigint language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     q pgque.queue%rowtype;
     v_last pgque.tick%rowtype;

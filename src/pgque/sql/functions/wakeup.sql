@@ -71,12 +71,10 @@ $$;
 -- sequence's name follows from the queue id, in schema pgque (as in
 -- _queues_due), never from the stored queue_event_seq.
 create or replace function pgque._ticker_sequences()
-returns table (queue_name text, event_seq bigint, tick_event_seq bigint)
-language plpgsql stable
+returns table (queue_name text, event_seq bigint, tick_event_seq bigint) language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-set enable_seqscan = off set enable_bitmapscan = off set jit = off
-as $$
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 begin
     -- PL/pgSQL keeps the plan for the session; a SQL function's statement is
     -- planned on every call (half its time, measured on PostgreSQL 15).
