@@ -104,7 +104,18 @@ _STDLIB = json.JSONEncoder(
 # the payload again: ``null`` (orjson writes NaN and infinities as null, which the
 # standard library refuses), floats below 1e-4 (``0.00005`` against ``5e-05``) and
 # one-digit negative exponents (``1e-7`` against ``1e-07``).
-_MAY_DIFFER = re.compile(rb"null|0\.0000|\de-\d(?!\d)")
+_SHORT_EXPONENT = re.compile(rb"\de-\d(?!\d)")
+
+
+def _may_differ(data: bytes) -> bool:
+    """Whether orjson's ``data`` may differ from the standard library's text (see
+    above). Substring tests come first: a regular expression search cost more
+    than orjson's encoding of a small payload."""
+    return (
+        b"null" in data
+        or b"0.0000" in data
+        or (b"e-" in data and _SHORT_EXPONENT.search(data) is not None)
+    )
 
 # Subclasses of str, int, dict and list, dataclasses and datetimes go to the
 # standard library (which refuses the last two), as every other type orjson refuses.
@@ -136,7 +147,7 @@ def dumps(payload: Any) -> str:
         except TypeError:  # orjson.JSONEncodeError too: the standard library decides
             pass
         else:
-            if _MAY_DIFFER.search(data) is None:
+            if not _may_differ(data):
                 return data.decode()
     return _STDLIB.encode(payload)
 

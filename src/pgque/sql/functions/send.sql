@@ -71,6 +71,7 @@ declare
     n integer;
     q pgque.queue%rowtype;
     v_ids bigint[];
+    v_seq regclass;
     v_extra text[];
     v_name text;
     i integer := 0;
@@ -106,8 +107,9 @@ begin
 
     -- Ids in input order, then one INSERT ... SELECT for the whole batch,
     -- through the router's static statement for the queue's current table.
-    v_ids := array(select pg_catalog.nextval(q.queue_event_seq::regclass)
-                     from pg_catalog.generate_series(1, n));
+    -- The sequence is looked up once: a cast in the query ran per row.
+    v_seq := pgque._queue_sequence(q.queue_id, 'id');
+    v_ids := array(select pg_catalog.nextval(v_seq) from pg_catalog.generate_series(1, n));
     i := pgque._route_batch(q.queue_id, q.queue_cur_table,
         v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
     perform pgque._wake(q.queue_id);  -- wakeup (latency)
