@@ -31,7 +31,7 @@ import psycopg
 from pgque._text import any_json_nul, first_nul, json_error, json_nul, nul_error
 from pgque.errors import PgqueError, PgqueInvalidArgument, pooler_error, pooler_symptom
 from pgque.message import Event
-from pgque.serializers import JSON, Serializer, _encode_json_for_jsonb, _json_array_for_jsonb
+from pgque.serializers import JSON, Serializer, _encode_json_for_jsonb, _json_array
 
 __all__ = [
     "NO_EXTRAS",
@@ -73,6 +73,8 @@ _BATCH = {"jsonb": "send_batch_binary", "json": "send_batch_json_text_binary",
 _BATCH_CLIENT_SIDE = {"jsonb": "send_batch", "json": "send_batch_json_text",
                       "text": "send_batch_text"}  # fmt: skip
 _BATCH_EXTRAS = ("send_batch_text_extras_binary", "send_batch_text_extras")
+# Plain JSON values of one type as one JSON array (SendPath.array).
+_BATCH_ARRAY = {"jsonb": "send_batch_json_array", "text": "send_batch_json_array_text"}
 
 
 def check_queue(queue: object) -> str:
@@ -195,7 +197,6 @@ class SendPath:
         # The server prints jsonb canonically: any spelling of the same JSON will do.
         jsonb = self._json and self.storage == "jsonb"
         self._encode = _encode_json_for_jsonb if jsonb else serializer.encode
-        self._array = jsonb
 
     # -- arguments ---------------------------------------------------------------
 
@@ -303,13 +304,26 @@ class SendPath:
         model) go as one JSON array the server splits: one encoding, one parse."""
         check_queue(queue)
         type = self.check_type(type)
-        if self._array and isinstance(payloads, list) and payloads:
-            array = _json_array_for_jsonb(payloads)
-            if array is not None:
-                params = (queue, type, array)
-                return Statement("send_batch_json_array", params, "jsonb", (), True, not on_client)
+        array = self.json_array(payloads) if isinstance(payloads, list) else None
+        if array is not None:
+            return self.array_statement(queue, type, array, on_client)
         texts = self.encode_many(queue, payloads)
         return self.many(queue, type, texts, on_client=on_client) if texts else None
+
+    def json_array(self, payloads: list[Any]) -> str | None:
+        """Plain JSON values (no ``str``, ``None`` or model) as one JSON array text
+        the server splits (one encoding and one parse for the batch), or None where
+        the payloads need encoding one by one (:func:`~pgque.serializers._json_array`)."""
+        if not self._json or not payloads:
+            return None
+        return _json_array(payloads, self.storage)
+
+    def array_statement(
+        self, queue: str, type: str, array: str, on_client: bool = False
+    ) -> Statement:
+        """The statement that sends :meth:`json_array`'s text as a batch of one type."""
+        name = _BATCH_ARRAY[self.storage]
+        return Statement(name, (queue, type, array), self.storage, (), True, not on_client)
 
     def many(
         self,

@@ -311,6 +311,14 @@ class AsyncProducer:
         """
         check_queue(queue)
         type = self._path.check_type(type)
+        if types is None and extras is None and isinstance(payloads, list):
+            # Plain JSON values go as one JSON array unless trace carriers fill
+            # an extra field (then each is encoded; _send_encoded decides).
+            array = self._path.json_array(payloads)
+            if array is not None:
+                return await self._send_encoded(
+                    queue, type, payloads, None, [None, None, None, None], conn, array
+                )
         texts = self._path.encode_many(queue, payloads)
         n = len(texts)
         checked_types = self._path.check_types(types, n, type)
@@ -323,11 +331,15 @@ class AsyncProducer:
         self,
         queue: str,
         type: str,
-        texts: list[str],
+        texts: list[Any],
         types: list[str] | None,
         columns: Columns,
         conn: psycopg.AsyncConnection[Any] | None,
+        array: str | None = None,
     ) -> list[int]:
+        """Send ``texts``, encoded payloads; with ``array``, their JSON array text,
+        ``texts`` are the payloads themselves, encoded here only where trace
+        carriers need per-message extras."""
         n = len(texts)
         tel = self._telemetry
         creation = tel.create(queue, n) if self.create_spans else None
@@ -343,9 +355,15 @@ class AsyncProducer:
                     if carrier is not None:
                         columns = place_carriers(columns, [carrier] * n, n)
                 async with self._connection(conn) as c:
-                    statement = self._path.many(
-                        queue, type, texts, types, columns, on_client=client_side(c)
-                    )
+                    on_client = client_side(c)
+                    if array is not None and all(column is None for column in columns):
+                        statement = self._path.array_statement(queue, type, array, on_client)
+                    else:
+                        if array is not None:
+                            texts = self._path.encode_many(queue, texts)
+                        statement = self._path.many(
+                            queue, type, texts, types, columns, on_client=on_client
+                        )
                     value = await deliver(
                         c, statement, self._no_consumers, prepare=self._prepare(c)
                     )

@@ -117,6 +117,7 @@ def _may_differ(data: bytes) -> bool:
         or (b"e-" in data and _SHORT_EXPONENT.search(data) is not None)
     )
 
+
 # Subclasses of str, int, dict and list, dataclasses and datetimes go to the
 # standard library (which refuses the last two), as every other type orjson refuses.
 _ORJSON_OPTIONS = (
@@ -173,19 +174,21 @@ _ARRAY_ITEMS = {dict, list, int, float, bool}
 _ARRAY_MAX = 64 * 1024 * 1024  # far below jsonb's limit of 256 MiB for one value
 
 
-def _json_array_for_jsonb(payloads: list[Any]) -> str | None:
-    """The payloads as one JSON array text for the server to split into ``jsonb``
-    values (the clients' batches), or None where each needs encoding on its own:
-    orjson missing, a ``str`` (JSON text already), ``None`` or a model among them, a
-    value orjson refuses, a text with ``null`` (maybe a NaN) or ``\\u0000``, or a
-    very large one."""
+def _json_array(payloads: list[Any], storage: Literal["jsonb", "text"]) -> str | None:
+    """The payloads as one JSON array text for the server to split (one encoding and
+    one parse for the batch), or None where each needs encoding on its own: orjson
+    missing, a ``str`` (JSON text already), ``None`` or a model among them, a value
+    orjson refuses, or a very large text. For ``jsonb`` storage also a text with
+    ``null`` (maybe a NaN) or ``\\u0000``; for ``text`` storage, where each element's
+    text is stored as written, one that may differ from the standard library's."""
     if _orjson is None or not _ARRAY_ITEMS.issuperset(map(type, payloads)):
         return None
     try:
         data = _orjson.dumps(payloads, option=_ORJSON_OPTIONS)
     except TypeError:
         return None
-    if b"null" in data or b"\\u0000" in data or len(data) > _ARRAY_MAX:
+    jsonb_refuses = b"null" in data or b"\\u0000" in data
+    if (jsonb_refuses if storage == "jsonb" else _may_differ(data)) or len(data) > _ARRAY_MAX:
         return None
     return data.decode()
 

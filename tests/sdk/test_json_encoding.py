@@ -92,6 +92,41 @@ def test_producer_batch_stores_the_compact_text(pgque_producer: pgque.Producer, 
     assert got[0] == '{"i":0,"f":1e-05,"none":null,"s":"é"}'
 
 
+def test_producer_sends_plain_values_as_one_array_and_stores_each_ones_text(
+    pgque_producer: pgque.Producer, conn: Any
+) -> None:
+    make_queue(conn, "arr")
+    payloads: list[Any] = [
+        {"i": i, "f": [0.1, 1e16, 2.5e-3, -7], "s": "é\\\"'", "l": [[], {}, True, False]}
+        for i in range(1000)
+    ]
+    # The whole batch goes as one JSON array the server splits (nothing refuses it)...
+    assert pgque_producer._path.json_array(payloads) is not None
+    ids = pgque_producer.send_batch("arr", payloads, type="t")
+    got = rows(conn, "select ev_id, ev_data, ev_type from pgque.event_template order by ev_id")
+    # ...and each event holds, in input order, the text a one-by-one encoding stores.
+    assert [r[0] for r in got] == ids
+    assert [r[1] for r in got] == [serializers._STDLIB.encode(p) for p in payloads]
+    assert {r[2] for r in got} == {"t"}
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [None, {"k": None}, 1e-07, "already JSON text", {"f": 5e-05}],
+    ids=repr,
+)
+def test_producer_batches_the_array_would_spell_otherwise_are_encoded_one_by_one(
+    pgque_producer: pgque.Producer, conn: Any, odd: Any
+) -> None:
+    make_queue(conn, "odd")
+    payloads = [{"a": 1}, odd, [1, 2]]
+    assert pgque_producer._path.json_array(payloads) is None
+    pgque_producer.send_batch("odd", payloads)
+    got = [r[0] for r in rows(conn, "select ev_data from pgque.event_template order by ev_id")]
+    expected = [odd if isinstance(odd, str) else serializers._STDLIB.encode(odd)]
+    assert got == ['{"a":1}', *expected, "[1,2]"]
+
+
 @pytest.mark.parametrize("cursor", ["server", "client"])
 def test_client_send_batch_binary_keeps_the_jsonb_contract(
     db: str, conn: psycopg.Connection[Any], cursor: str

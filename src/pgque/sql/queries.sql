@@ -46,6 +46,11 @@ select pgque.send_batch(%s, %s, %b::text[]::jsonb[])
 -- The set-returning function in the select list gives the elements in order.
 select pgque.send_batch(%s, %s, array(select pg_catalog.jsonb_array_elements(%s::jsonb)))
 
+-- name: send_batch_json_array_text
+-- The same for the producers (text storage): json (not jsonb) keeps each
+-- element's text as the client wrote it, which is what is stored.
+select pgque.send_batch(%s, %s, array(select pg_catalog.json_array_elements(%s::json)::text))
+
 -- name: send_batch_json_text
 select pgque.send_batch(%s, %s, %s::json[]::text[])
 
