@@ -23,10 +23,6 @@
 -- waits for the first to commit and then finds the schema there.
 begin;
 set local client_min_messages = warning;
--- A language sql routine may call one defined further down the file: its
--- body is checked when it runs (tests/test_install_bodies.py checks them all
--- after an install), as pg_dump's output does.
-set local check_function_bodies = off;
 do $lock$
 begin
     begin
@@ -1651,22 +1647,22 @@ create or replace function pgque.insert_event_raw(
     queue_name text, ev_id bigint, ev_time timestamptz,
     ev_owner integer, ev_retry integer, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11); end $$;
 comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, integer, text, text, text, text, text, text) is
     'Low-level insert of one event with every field given (NULL ev_id: a new id). Returns the event id.';
 
 create or replace function pgque.insert_event(
     queue_name text, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7); end $$;
 comment on function pgque.insert_event(text, text, text, text, text, text, text) is
     'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
 
 create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null); end $$;
 comment on function pgque.insert_event(text, text, text) is
     'Inserts an event with type and data into the queue. Returns the event id.';
 
@@ -2167,8 +2163,8 @@ end
 $$;
 
 create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.register_consumer_at(x_queue_name, x_consumer_id, null) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.register_consumer_at(x_queue_name, x_consumer_id, null); end $$;
 comment on function pgque.register_consumer(text, text) is
     'Subscribes a consumer (the second argument is its name) at the latest tick. Returns 1 when new, 0 when already subscribed.';
 
@@ -2251,7 +2247,7 @@ create or replace function pgque.find_tick_helper(
     i_queue_id int4, i_prev_tick_id int8, i_prev_tick_time timestamptz,
     i_prev_tick_seq int8, i_min_count int8, i_min_interval interval,
     out next_tick_id int8, out next_tick_time timestamptz, out next_tick_seq int8)
-as $$
+language plpgsql stable security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_ok boolean := false;
     v_too_far boolean := false;
@@ -2293,8 +2289,7 @@ begin
         next_tick_seq := null;
     end if;
 end
-$$ language plpgsql stable
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+$$;
 comment on function pgque.find_tick_helper(int4, int8, timestamptz, int8, int8, interval) is
     'Finds the end tick of a batch from the given position under min_count / min_interval.';
 
@@ -2305,7 +2300,7 @@ create or replace function pgque.next_batch_custom(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$
+language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
         perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
@@ -2315,8 +2310,7 @@ begin
       from pgque._next_batch_custom(i_queue_name, i_consumer_name,
                                     i_min_lag, i_min_count, i_min_interval);
 end
-$$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+$$;
 comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
     'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
 
@@ -2329,7 +2323,9 @@ create or replace function pgque._next_batch_custom(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$
+language plpgsql
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     s record;
     v_last record;
@@ -2435,9 +2431,7 @@ begin
        set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = pg_catalog.now()
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
-$$ language plpgsql
-   -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-   set enable_seqscan = off set enable_bitmapscan = off set jit = off;
+$$;
 
 create or replace function pgque.next_batch_info(
     i_queue_name text, i_consumer_name text,
@@ -2445,22 +2439,20 @@ create or replace function pgque.next_batch_info(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$ select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null) $$
-language sql
-security definer set search_path = pgque, pg_catalog, pg_temp;
+language sql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null) $$;
 comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
 
 create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
-returns bigint as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
         perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
     end if;
     return (pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
 end
-$$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+$$;
 comment on function pgque.next_batch(text, text) is
     'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
 
@@ -2593,8 +2585,8 @@ comment on function pgque.next_batch_custom(text, text, text, interval, int4, in
 
 create or replace function pgque.next_batch(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null, i_dead_interval)).batch_id $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null, i_dead_interval)).batch_id; end $$;
 comment on function pgque.next_batch(text, text, text, interval) is
     'Cooperative form of next_batch for one subconsumer. Returns the batch id or NULL.';
 
@@ -3176,8 +3168,8 @@ comment on function pgque.event_retry(bigint, bigint, timestamptz) is
 
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_seconds integer)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.event_retry(x_batch_id, x_event_id, current_timestamp + x_retry_seconds * interval '1 second') $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.event_retry(x_batch_id, x_event_id, current_timestamp + x_retry_seconds * interval '1 second'); end $$;
 comment on function pgque.event_retry(bigint, bigint, integer) is
     'Queues an event of the open batch for retry after the given seconds. Returns 1, or 0 when already queued.';
 
@@ -3773,56 +3765,56 @@ comment on function pgque.get_batch_cursor(bigint, text, int4) is
 -- covers it.
 
 create or replace function pgque.send(queue_name text, type_name text, payload text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null); end $$;
 comment on function pgque.send(text, text, text) is
     'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null); end $$;
 comment on function pgque.send(text, text, jsonb) is
     'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null); end $$;
 comment on function pgque.send(text, text) is
     'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload jsonb)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text, null, null, null, null); end $$;
 comment on function pgque.send(text, jsonb) is
     'Sends one JSON message of type ''default''. Returns the event id.';
 
 create or replace function pgque.send(
     queue_name text, type_name text, payload text,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7); end $$;
 comment on function pgque.send(text, text, text, text, text, text, text) is
     'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
 
 create or replace function pgque.send(
     queue_name text, type_name text, payload jsonb,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7); end $$;
 comment on function pgque.send(text, text, jsonb, text, text, text, text) is
     'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
 
 
 -- With a partition key, stored in ev_extra1 (see partition.sql).
 create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text, i_partition_key, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text, i_partition_key, null, null, null); end $$;
 comment on function pgque.send(text, text, jsonb, text) is
     'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
 
 create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload, i_partition_key, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload, i_partition_key, null, null, null); end $$;
 comment on function pgque.send(text, text, text, text) is
     'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
 
@@ -3884,56 +3876,56 @@ end
 $$;
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, $2, null, $3, null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
 comment on function pgque.send_batch(text, text, text[]) is
     'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, $2, null, $3::text[], null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null); end $$;
 comment on function pgque.send_batch(text, text, jsonb[]) is
     'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', null, $2, null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, 'default', null, $2, null, null, null, null); end $$;
 comment on function pgque.send_batch(text, text[]) is
     'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null); end $$;
 comment on function pgque.send_batch(text, jsonb[]) is
     'Sends many JSON messages of type ''default''. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads text[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7) $$;
+as $$ begin return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7); end $$;
 comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
     'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
 
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads jsonb[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7) $$;
+as $$ begin return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7); end $$;
 comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
     'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
 
 create or replace function pgque.insert_event_bulk(
     queue_name text, ev_type text, ev_data_list text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, $2, null, $3, null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
 comment on function pgque.insert_event_bulk(text, text, text[]) is
     'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';
 
@@ -3971,15 +3963,15 @@ $$;
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload jsonb, i_deliver_at timestamptz)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at); end $$;
 comment on function pgque.send_at(text, text, jsonb, timestamptz) is
     'Sends a JSON message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_at(i_queue, i_type, i_payload, i_deliver_at) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_at(i_queue, i_type, i_payload, i_deliver_at); end $$;
 comment on function pgque.send_at(text, text, text, timestamptz) is
     'Sends a verbatim text message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
 
@@ -4060,8 +4052,8 @@ comment on function pgque.subscribe(text, text) is
     'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
 
 create or replace function pgque.unsubscribe(queue text, consumer text)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.unregister_consumer(queue, consumer) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.unregister_consumer(queue, consumer); end $$;
 comment on function pgque.unsubscribe(text, text) is
     'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
 
@@ -4269,8 +4261,8 @@ $$;
 create or replace function pgque.nack(
     i_batch_id bigint, i_msg pgque.message,
     i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason); end $$;
 comment on function pgque.nack(bigint, pgque.message, interval, text) is
     'Retries a message of the open batch after i_retry_after, or dead-letters it once retried max_retries times. Only msg_id is read from i_msg. Returns 1; the batch stays open for ack().';
 
@@ -4634,8 +4626,8 @@ comment on function pgque.register_subconsumer(text, text, text, boolean) is
 
 create or replace function pgque.subscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal); end $$;
 comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
     'Alias of register_subconsumer.';
 
@@ -4717,8 +4709,8 @@ comment on function pgque.unregister_subconsumer(text, text, text, integer) is
 
 create or replace function pgque.unsubscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling); end $$;
 comment on function pgque.unsubscribe_subconsumer(text, text, text, integer) is
     'Alias of unregister_subconsumer.';
 
@@ -4854,22 +4846,22 @@ $$;
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload text, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language sql
+returns table (event_id bigint, deduped boolean) language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-    select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key, i_ttl, i_partition_key)
-$$;
+as $$ begin
+    return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key, i_ttl, i_partition_key);
+end $$;
 comment on function pgque.send_idem(text, text, text, text, interval, text) is
     'Sends a verbatim text message once per idempotency key within i_ttl (only the key''s digest is kept; partition key in ev_extra1). Returns (event_id, deduped).';
 
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language sql
+returns table (event_id bigint, deduped boolean) language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-    select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key)
-$$;
+as $$ begin
+    return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key);
+end $$;
 comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
     'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
 
@@ -4894,8 +4886,8 @@ comment on function pgque.maint_idem(text) is
     'Deletes up to 10 000 expired idempotency keys of the queue (NULL: all queues). Returns 1 while more may remain, else 0.';
 
 create or replace function pgque.maint_idem()
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.maint_idem(null) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.maint_idem(null); end $$;
 comment on function pgque.maint_idem() is
     'maint_idem for every queue.';
 
@@ -5212,16 +5204,16 @@ comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
 create or replace function pgque.nack_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg pgque.message, i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'), i_msg.msg_id, i_retry_after, i_reason) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'), i_msg.msg_id, i_retry_after, i_reason); end $$;
 comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
     'nack() for a message of the slot''s open batch; the caller must hold the slot''s lease.';
 
 create or replace function pgque.dead_letter_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg_id bigint, i_reason text default null)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._dead_letter_msg( pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'), i_msg_id, i_reason) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._dead_letter_msg( pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'), i_msg_id, i_reason); end $$;
 comment on function pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text) is
     'dead_letter_event() for a message of the slot''s open batch; the caller must hold the slot''s lease. Returns 1; the batch stays open for ack_partitioned().';
 

@@ -8,7 +8,7 @@ create or replace function pgque.find_tick_helper(
     i_queue_id int4, i_prev_tick_id int8, i_prev_tick_time timestamptz,
     i_prev_tick_seq int8, i_min_count int8, i_min_interval interval,
     out next_tick_id int8, out next_tick_time timestamptz, out next_tick_seq int8)
-as $$
+language plpgsql stable security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_ok boolean := false;
     v_too_far boolean := false;
@@ -50,8 +50,7 @@ begin
         next_tick_seq := null;
     end if;
 end
-$$ language plpgsql stable
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+$$;
 comment on function pgque.find_tick_helper(int4, int8, timestamptz, int8, int8, interval) is
     'Finds the end tick of a batch from the given position under min_count / min_interval.';
 
@@ -62,7 +61,7 @@ create or replace function pgque.next_batch_custom(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$
+language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
         perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
@@ -72,8 +71,7 @@ begin
       from pgque._next_batch_custom(i_queue_name, i_consumer_name,
                                     i_min_lag, i_min_count, i_min_interval);
 end
-$$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+$$;
 comment on function pgque.next_batch_custom(text, text, interval, int4, interval) is
     'Opens the consumer''s next batch under min_lag / min_count / min_interval, or returns the open one. All NULL when there is none.';
 
@@ -86,7 +84,9 @@ create or replace function pgque._next_batch_custom(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$
+language plpgsql
+-- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
+set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
     s record;
     v_last record;
@@ -192,9 +192,7 @@ begin
        set sub_batch = batch_id, sub_next_tick = cur_tick_id, sub_active = pg_catalog.now()
      where sub_queue = s.sub_queue and sub_consumer = s.sub_consumer;
 end
-$$ language plpgsql
-   -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
-   set enable_seqscan = off set enable_bitmapscan = off set jit = off;
+$$;
 
 create or replace function pgque.next_batch_info(
     i_queue_name text, i_consumer_name text,
@@ -202,22 +200,20 @@ create or replace function pgque.next_batch_info(
     out cur_tick_id bigint, out prev_tick_id bigint,
     out cur_tick_time timestamptz, out prev_tick_time timestamptz,
     out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
-as $$ select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null) $$
-language sql
-security definer set search_path = pgque, pg_catalog, pg_temp;
+language sql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null) $$;
 comment on function pgque.next_batch_info(text, text) is
     'Opens the consumer''s next batch (or returns the open one) with its tick ids, times and event sequence values.';
 
 create or replace function pgque.next_batch(i_queue_name text, i_consumer_name text)
-returns bigint as $$
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
         perform pgque._refuse_reserved_name(i_consumer_name, 'use pgque.receive_partitioned()');
     end if;
     return (pgque._next_batch_custom(i_queue_name, i_consumer_name, null, null, null)).batch_id;
 end
-$$ language plpgsql
-   security definer set search_path = pgque, pg_catalog, pg_temp;
+$$;
 comment on function pgque.next_batch(text, text) is
     'Opens the consumer''s next batch, or returns the open one. Returns its id, or NULL when there is no new tick.';
 
@@ -350,8 +346,8 @@ comment on function pgque.next_batch_custom(text, text, text, interval, int4, in
 
 create or replace function pgque.next_batch(
     i_queue text, i_consumer text, i_subconsumer text, i_dead_interval interval default null)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null, i_dead_interval)).batch_id $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return (pgque.next_batch_custom(i_queue, i_consumer, i_subconsumer, null, null, null, i_dead_interval)).batch_id; end $$;
 comment on function pgque.next_batch(text, text, text, interval) is
     'Cooperative form of next_batch for one subconsumer. Returns the batch id or NULL.';
 

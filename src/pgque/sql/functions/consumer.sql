@@ -113,8 +113,8 @@ end
 $$;
 
 create or replace function pgque.register_consumer(x_queue_name text, x_consumer_id text)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.register_consumer_at(x_queue_name, x_consumer_id, null) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.register_consumer_at(x_queue_name, x_consumer_id, null); end $$;
 comment on function pgque.register_consumer(text, text) is
     'Subscribes a consumer (the second argument is its name) at the latest tick. Returns 1 when new, 0 when already subscribed.';
 

@@ -109,8 +109,8 @@ comment on function pgque.register_subconsumer(text, text, text, boolean) is
 
 create or replace function pgque.subscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_convert_normal boolean default false)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.register_subconsumer(i_queue, i_consumer, i_subconsumer, i_convert_normal); end $$;
 comment on function pgque.subscribe_subconsumer(text, text, text, boolean) is
     'Alias of register_subconsumer.';
 
@@ -192,8 +192,8 @@ comment on function pgque.unregister_subconsumer(text, text, text, integer) is
 
 create or replace function pgque.unsubscribe_subconsumer(
     i_queue text, i_consumer text, i_subconsumer text, i_batch_handling integer default 0)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.unregister_subconsumer(i_queue, i_consumer, i_subconsumer, i_batch_handling); end $$;
 comment on function pgque.unsubscribe_subconsumer(text, text, text, integer) is
     'Alias of unregister_subconsumer.';
 

@@ -31,15 +31,15 @@ $$;
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload jsonb, i_deliver_at timestamptz)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_at(i_queue, i_type, i_payload::text, i_deliver_at); end $$;
 comment on function pgque.send_at(text, text, jsonb, timestamptz) is
     'Sends a JSON message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
 
 create or replace function pgque.send_at(
     i_queue text, i_type text, i_payload text, i_deliver_at timestamptz)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_at(i_queue, i_type, i_payload, i_deliver_at) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_at(i_queue, i_type, i_payload, i_deliver_at); end $$;
 comment on function pgque.send_at(text, text, text, timestamptz) is
     'Sends a verbatim text message for delivery at i_deliver_at. Returns the event id when that time has come, else the delayed_events id (de_id).';
 

@@ -81,22 +81,22 @@ $$;
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload text, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language sql
+returns table (event_id bigint, deduped boolean) language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-    select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key, i_ttl, i_partition_key)
-$$;
+as $$ begin
+    return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key, i_ttl, i_partition_key);
+end $$;
 comment on function pgque.send_idem(text, text, text, text, interval, text) is
     'Sends a verbatim text message once per idempotency key within i_ttl (only the key''s digest is kept; partition key in ev_extra1). Returns (event_id, deduped).';
 
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language sql
+returns table (event_id bigint, deduped boolean) language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$
-    select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key)
-$$;
+as $$ begin
+    return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key);
+end $$;
 comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
     'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
 
@@ -121,7 +121,7 @@ comment on function pgque.maint_idem(text) is
     'Deletes up to 10 000 expired idempotency keys of the queue (NULL: all queues). Returns 1 while more may remain, else 0.';
 
 create or replace function pgque.maint_idem()
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.maint_idem(null) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.maint_idem(null); end $$;
 comment on function pgque.maint_idem() is
     'maint_idem for every queue.';

@@ -60,22 +60,22 @@ create or replace function pgque.insert_event_raw(
     queue_name text, ev_id bigint, ev_time timestamptz,
     ev_owner integer, ev_retry integer, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11); end $$;
 comment on function pgque.insert_event_raw(text, bigint, timestamptz, integer, integer, text, text, text, text, text, text) is
     'Low-level insert of one event with every field given (NULL ev_id: a new id). Returns the event id.';
 
 create or replace function pgque.insert_event(
     queue_name text, ev_type text, ev_data text,
     ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7); end $$;
 comment on function pgque.insert_event(text, text, text, text, text, text, text) is
     'Inserts an event with type, data and four extra fields into the queue. Returns the event id.';
 
 create or replace function pgque.insert_event(queue_name text, ev_type text, ev_data text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null); end $$;
 comment on function pgque.insert_event(text, text, text) is
     'Inserts an event with type and data into the queue. Returns the event id.';
 

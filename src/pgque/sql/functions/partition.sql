@@ -310,15 +310,15 @@ comment on function pgque.ack_partitioned(text, text, integer, integer, text) is
 create or replace function pgque.nack_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg pgque.message, i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'), i_msg.msg_id, i_retry_after, i_reason) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._nack(pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'nack'), i_msg.msg_id, i_retry_after, i_reason); end $$;
 comment on function pgque.nack_partitioned(text, text, integer, integer, text, pgque.message, interval, text) is
     'nack() for a message of the slot''s open batch; the caller must hold the slot''s lease.';
 
 create or replace function pgque.dead_letter_partitioned(
     i_queue text, i_consumer text, i_slot integer, i_n integer, i_worker text,
     i_msg_id bigint, i_reason text default null)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._dead_letter_msg( pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'), i_msg_id, i_reason) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._dead_letter_msg( pgque._slot_batch(i_queue, i_consumer, i_slot, i_n, i_worker, 'dead-letter'), i_msg_id, i_reason); end $$;
 comment on function pgque.dead_letter_partitioned(text, text, integer, integer, text, bigint, text) is
     'dead_letter_event() for a message of the slot''s open batch; the caller must hold the slot''s lease. Returns 1; the batch stays open for ack_partitioned().';

@@ -21,8 +21,8 @@ comment on function pgque.subscribe(text, text) is
     'Subscribes a consumer at the queue''s latest tick. Returns 1, or 0 when already subscribed.';
 
 create or replace function pgque.unsubscribe(queue text, consumer text)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.unregister_consumer(queue, consumer) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.unregister_consumer(queue, consumer); end $$;
 comment on function pgque.unsubscribe(text, text) is
     'Removes a subscription with its pending retries. Returns 1, or 0 when not subscribed.';
 
@@ -230,8 +230,8 @@ $$;
 create or replace function pgque.nack(
     i_batch_id bigint, i_msg pgque.message,
     i_retry_after interval default '60 seconds', i_reason text default null)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason) $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.nack(i_batch_id, i_msg.msg_id, i_retry_after, i_reason); end $$;
 comment on function pgque.nack(bigint, pgque.message, interval, text) is
     'Retries a message of the open batch after i_retry_after, or dead-letters it once retried max_retries times. Only msg_id is read from i_msg. Returns 1; the batch stays open for ack().';
 

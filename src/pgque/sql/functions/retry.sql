@@ -63,8 +63,8 @@ comment on function pgque.event_retry(bigint, bigint, timestamptz) is
 
 create or replace function pgque.event_retry(
     x_batch_id bigint, x_event_id bigint, x_retry_seconds integer)
-returns integer language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque.event_retry(x_batch_id, x_event_id, current_timestamp + x_retry_seconds * interval '1 second') $$;
+returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque.event_retry(x_batch_id, x_event_id, current_timestamp + x_retry_seconds * interval '1 second'); end $$;
 comment on function pgque.event_retry(bigint, bigint, integer) is
     'Queues an event of the open batch for retry after the given seconds. Returns 1, or 0 when already queued.';
 

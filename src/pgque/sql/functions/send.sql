@@ -7,56 +7,56 @@
 -- covers it.
 
 create or replace function pgque.send(queue_name text, type_name text, payload text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null); end $$;
 comment on function pgque.send(text, text, text) is
     'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null); end $$;
 comment on function pgque.send(text, text, jsonb) is
     'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null); end $$;
 comment on function pgque.send(text, text) is
     'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
 
 create or replace function pgque.send(queue_name text, payload jsonb)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text, null, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text, null, null, null, null); end $$;
 comment on function pgque.send(text, jsonb) is
     'Sends one JSON message of type ''default''. Returns the event id.';
 
 create or replace function pgque.send(
     queue_name text, type_name text, payload text,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7); end $$;
 comment on function pgque.send(text, text, text, text, text, text, text) is
     'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
 
 create or replace function pgque.send(
     queue_name text, type_name text, payload jsonb,
     extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7); end $$;
 comment on function pgque.send(text, text, jsonb, text, text, text, text) is
     'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
 
 
 -- With a partition key, stored in ev_extra1 (see partition.sql).
 create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text, i_partition_key, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text, i_partition_key, null, null, null); end $$;
 comment on function pgque.send(text, text, jsonb, text) is
     'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
 
 create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
-returns bigint language sql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload, i_partition_key, null, null, null) $$;
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload, i_partition_key, null, null, null); end $$;
 comment on function pgque.send(text, text, text, text) is
     'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
 
@@ -118,55 +118,55 @@ end
 $$;
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, $2, null, $3, null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
 comment on function pgque.send_batch(text, text, text[]) is
     'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, $2, null, $3::text[], null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null); end $$;
 comment on function pgque.send_batch(text, text, jsonb[]) is
     'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', null, $2, null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, 'default', null, $2, null, null, null, null); end $$;
 comment on function pgque.send_batch(text, text[]) is
     'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null); end $$;
 comment on function pgque.send_batch(text, jsonb[]) is
     'Sends many JSON messages of type ''default''. Returns the ids in input order.';
 
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads text[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7) $$;
+as $$ begin return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7); end $$;
 comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
     'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
 
 create or replace function pgque.send_batch(
     queue_name text, type_names text[], payloads jsonb[],
     extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7) $$;
+as $$ begin return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7); end $$;
 comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
     'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
 
 create or replace function pgque.insert_event_bulk(
     queue_name text, ev_type text, ev_data_list text[])
-returns bigint[] language sql
+returns bigint[] language plpgsql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select pgque._send_batch($1, $2, null, $3, null, null, null, null) $$;
+as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
 comment on function pgque.insert_event_bulk(text, text, text[]) is
     'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';

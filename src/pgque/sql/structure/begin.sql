@@ -9,10 +9,6 @@
 -- waits for the first to commit and then finds the schema there.
 begin;
 set local client_min_messages = warning;
--- A language sql routine may call one defined further down the file: its
--- body is checked when it runs (tests/test_install_bodies.py checks them all
--- after an install), as pg_dump's output does.
-set local check_function_bodies = off;
 do $lock$
 begin
     begin
