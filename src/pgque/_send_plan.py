@@ -73,7 +73,7 @@ _BATCH = {"jsonb": "send_batch_binary", "json": "send_batch_json_text_binary",
 _BATCH_CLIENT_SIDE = {"jsonb": "send_batch", "json": "send_batch_json_text",
                       "text": "send_batch_text"}  # fmt: skip
 _BATCH_EXTRAS = ("send_batch_text_extras_binary", "send_batch_text_extras")
-# Plain JSON values of one type as one JSON array (SendPath.array).
+# Plain JSON values of one type as one JSON array (SendPath.json_array).
 _BATCH_ARRAY = {"jsonb": "send_batch_json_array", "text": "send_batch_json_array_text"}
 
 

@@ -334,9 +334,9 @@ class Producer:
         conn: psycopg.Connection[Any] | None,
         array: str | None = None,
     ) -> list[int]:
-        """Send ``texts``, encoded payloads; with ``array``, their JSON array text,
-        ``texts`` are the payloads themselves, encoded here only where trace
-        carriers need per-message extras."""
+        """Send a batch: ``texts`` are the encoded payloads or, with ``array`` (their
+        JSON array text), the payloads themselves, then encoded here only where
+        trace carriers need per-message extras."""
         n = len(texts)
         tel = self._telemetry
         creation = tel.create(queue, n) if self.create_spans else None
