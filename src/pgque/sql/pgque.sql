@@ -623,6 +623,12 @@ returns regclass language sql stable as $$
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
 
+-- Internal: a queue's event sequence now, read as the ticker reads it.
+create or replace function pgque._event_seq_now(i_queue_id integer)
+returns bigint language sql stable as $$
+    select coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(i_queue_id, 'id')), 1)
+$$;
+
 -- Internal: the queue row by name, or queue_not_found ('queue not found:
 -- <name>'; a NULL name is written as i_null_as).
 create or replace function pgque._queue_row(i_queue_name text, i_null_as text default '<NULL>')
@@ -1293,13 +1299,13 @@ begin
 end
 $$;
 
--- Internal: the schema-qualified name of event table i_table of queue q,
--- proven to be the queue's own.
+-- Internal: the schema-qualified name of event table i_table of queue q (NULL:
+-- the parent of its tables), proven to be the queue's own (_queue_relation).
 create or replace function pgque._event_table_name(q pgque.queue, i_table integer)
 returns text language sql stable as $$
     select pg_catalog.format('pgque.%I', c.relname)
       from pg_catalog.pg_class c
-     where c.oid = pgque._queue_relation(q, i_table::text)
+     where c.oid = pgque._queue_relation(q, coalesce(i_table::text, 'data'))
 $$;
 
 -- Internal: the dynamic path, for a queue no router branch knows. The table
@@ -1610,7 +1616,7 @@ begin
     -- The sequence advances on every call, explicit ids included: the ticker
     -- watches it to notice activity.
     select q.queue_id, q.queue_cur_table,
-           q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
+           q.queue_disable_insert, pg_catalog.nextval(pgque._queue_sequence(q.queue_id, 'id'))
       into v_queue_id, v_cur_table, v_disabled, v_seq_id
       from pgque.queue q
      where q.queue_name = i_queue_name;
@@ -1669,22 +1675,20 @@ comment on function pgque.insert_event(text, text, text) is
 create or replace function pgque.current_event_table(x_queue_name text)
 returns text language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    v_table text;
-    v_disabled boolean;
+    q pgque.queue;
 begin
     -- As in _insert_event: the caller's txid before the current table, so a
     -- COPY into the answer cannot land in a retired table above step 2.
     perform pg_catalog.pg_current_xact_id();
-    select queue_data_pfx || '_' || queue_cur_table, queue_disable_insert
-      into v_table, v_disabled
-      from pgque.queue where queue_name = x_queue_name;
+    select * into q from pgque.queue where queue_name = x_queue_name;
     if not found then
         raise exception 'Event queue not found' using detail = 'pgque:queue_not_found';
     end if;
-    if v_disabled and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+    if q.queue_disable_insert
+       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
-    return v_table;
+    return pgque._event_table_name(q, q.queue_cur_table);
 end
 $$;
 comment on function pgque.current_event_table(text) is
@@ -2614,7 +2618,7 @@ $$;
 -- Internal: the names of those tables (_batch_table_numbers).
 create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
 returns text[] language sql stable as $$
-    select pg_catalog.array_agg(q.queue_data_pfx || '_' || t order by o)
+    select pg_catalog.array_agg(pgque._event_table_name(q, t) order by o)
       from pg_catalog.unnest(pgque._batch_table_numbers(q, i_s1, i_s2)) with ordinality u(t, o)
 $$;
 
@@ -3198,7 +3202,7 @@ declare
     v_ev_id bigint;
 begin
     perform pgque._refuse_reserved_name(x_consumer, null);
-    select s.sub_id, s.sub_queue, q.queue_event_seq into v_sub
+    select s.sub_id, s.sub_queue into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
@@ -3208,7 +3212,7 @@ begin
             coalesce(x_queue, 'NULL'), coalesce(x_consumer, 'NULL')
             using detail = 'pgque:consumer_not_found';
     end if;
-    v_ev_id := coalesce(x_ev_id, pg_catalog.nextval(v_sub.queue_event_seq::regclass));
+    v_ev_id := coalesce(x_ev_id, pg_catalog.nextval(pgque._queue_sequence(v_sub.sub_queue, 'id')));
     insert into pgque.retry_queue
         (ev_retry_after, ev_queue, ev_id, ev_time, ev_owner, ev_retry,
          ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
@@ -3226,6 +3230,8 @@ create or replace function pgque._move_retry_events(i_limit integer)
 returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
+    v_queue pgque.queue;
+    v_seq regclass;
     v_moved integer;
     v_total integer := 0;
 begin
@@ -3235,9 +3241,7 @@ begin
     perform pg_catalog.pg_current_xact_id();
 
     for q in
-        select qu.queue_id, qu.queue_event_seq,
-               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table,
-               pg_catalog.array_agg(r.ctid) as rows
+        select qu.queue_id, pg_catalog.array_agg(r.ctid) as rows
           from (select rq.ctid, rq.ev_queue from pgque.retry_queue rq
                  where rq.ev_retry_after <= current_timestamp
                    -- A queue closed for inserts keeps its retries until it reopens.
@@ -3249,8 +3253,9 @@ begin
          group by qu.queue_id
          order by qu.queue_id
     loop
+        select * into v_queue from pgque.queue where queue_id = q.queue_id;
         execute 'with moved as (delete from pgque.retry_queue where ctid = any ($1) returning *)'
-             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' insert into ' || pgque._event_table_name(v_queue, v_queue.queue_cur_table)
              || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
              || '  ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
              || ' select ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
@@ -3259,8 +3264,8 @@ begin
         get diagnostics v_moved = row_count;
         -- Advance the event sequence as one insert per event would, so the
         -- ticker notices the activity.
-        perform pg_catalog.nextval(q.queue_event_seq::regclass)
-           from pg_catalog.generate_series(1, v_moved);
+        v_seq := pgque._queue_relation(v_queue, 'event_seq');
+        perform pg_catalog.nextval(v_seq) from pg_catalog.generate_series(1, v_moved);
         v_total := v_total + v_moved;
     end loop;
     return v_total;
@@ -3637,7 +3642,7 @@ security definer set search_path = pgque, pg_catalog, pg_temp as $$
                (last.tick_event_seq - old.tick_event_seq)::float8
                / extract(epoch from last.tick_time - old.tick_time)::float8
            end,
-           pgque.seq_getval(q.queue_event_seq) - last.tick_event_seq,
+           pgque._event_seq_now(q.queue_id) - last.tick_event_seq,
            last.tick_id
       from pgque.queue q
       left join lateral (
@@ -3978,16 +3983,14 @@ comment on function pgque.send_at(text, text, text, timestamptz) is
 create or replace function pgque.maint_deliver_delayed()
 returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q record;
+    q pgque.queue;
     v_moved integer;
     v_total integer := 0;
 begin
     -- The txid first, then the current tables (see _insert_event).
     perform pg_catalog.pg_current_xact_id();
     for q in
-        select qu.queue_name, qu.queue_event_seq, qu.queue_disable_insert,
-               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table
-          from pgque.queue qu
+        select qu.* from pgque.queue qu
          where not qu.queue_disable_insert
            and exists (select 1 from pgque.delayed_events d
                         where d.de_queue_name = qu.queue_name
@@ -4000,12 +4003,12 @@ begin
              || '  order by de_deliver_at, de_id for update skip locked),'
              || ' moved as (delete from pgque.delayed_events d using due'
              || '  where d.de_id = due.de_id returning d.*)'
-             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' insert into ' || pgque._event_table_name(q, q.queue_cur_table)
              || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-             || ' select pg_catalog.nextval($2::regclass), pg_catalog.now(), de_type, de_data,'
+             || ' select pg_catalog.nextval($2), pg_catalog.now(), de_type, de_data,'
              || '  de_extra1, de_extra2, de_extra3, de_extra4'
              || ' from (select * from moved order by de_deliver_at, de_id) m'
-          using q.queue_name, q.queue_event_seq;
+          using q.queue_name, pgque._queue_relation(q, 'event_seq');
         get diagnostics v_moved = row_count;
         v_total := v_total + v_moved;
     end loop;
@@ -4807,7 +4810,7 @@ begin
             coalesce(i_ttl::text, 'NULL'), coalesce(i_queue, '<NULL>')
             using detail = 'pgque:invalid_argument';
     end if;
-    select queue_id, queue_event_seq, queue_extra_maint into q
+    select queue_id, queue_extra_maint into q
       from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
@@ -4822,7 +4825,7 @@ begin
            and not 'pgque.maint_idem' = any (coalesce(queue_extra_maint, '{}'));
     end if;
 
-    v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
+    v_id := pg_catalog.nextval(pgque._queue_sequence(q.queue_id, 'id'));
     insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
     values (q.queue_id, v_key, v_id, pg_catalog.now() + i_ttl)
     on conflict (queue_id, idem_key) do update
@@ -6253,12 +6256,6 @@ begin
 end
 $$;
 
--- Internal: a queue's event sequence now, read as the ticker reads it.
-create or replace function pgque._event_seq_now(i_seq_name text)
-returns bigint
-language sql stable
-as $$ select coalesce(pg_catalog.pg_sequence_last_value(i_seq_name::regclass), 1) $$;
-
 -- Internal: "12.3 s", for details.
 create or replace function pgque._seconds_text(i_interval interval)
 returns text language sql immutable as $$
@@ -6326,7 +6323,7 @@ begin
     end if;
     execute pg_catalog.format(
         'select ev_time from %s where ev_txid >= $1 and ev_retry is null order by ev_txid limit 1',
-        pgque.quote_fqname(q.queue_data_pfx))
+        pgque._event_table_name(q, null))
        into v_time using v_xmax;
     return v_time;
 end
@@ -6383,7 +6380,7 @@ begin
            q.queue_ticker_paused, newest.tick_time, newest.tick_id,
            (select pg_catalog.count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
       from pgque.queue q
-      cross join lateral (select pgque._event_seq_now(q.queue_event_seq) as now) seq
+      cross join lateral (select pgque._event_seq_now(q.queue_id) as now) seq
       left join per_queue pq on pq.queue_id = q.queue_id
       left join lateral (
           select t.tick_id, t.tick_time from pgque.tick t
@@ -6826,7 +6823,7 @@ begin
       from pg_catalog.generate_series(0, $6 - 1) i
       left join by_bucket bb on bb.n = i
      group by i order by i
-    $sql$, pgque.quote_fqname(q.queue_data_pfx))
+    $sql$, pgque._event_table_name(q, null))
     using v_lower, q.queue_id, v_tick, b.o_first, b.o_size, b.o_count;
 end
 $$;
@@ -6953,7 +6950,7 @@ begin
                where t.tick_queue = $7 and t.tick_id > $8
                  and pg_catalog.pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot)
                order by t.tick_id limit 1) cov on true
-        $sql$, pgque.quote_fqname(q.queue_data_pfx));
+        $sql$, pgque._event_table_name(q, null));
     for i in 1 .. v_slices loop
         execute v_sql into v_part
           using v_xmaxes[i], v_xmaxes[i + 1], v_since, v_sub_id, v_per_slice,
@@ -6999,7 +6996,7 @@ begin
     -- Read it back through the txid index: this transaction's events only.
     execute pg_catalog.format(
         'select ev_data from %s where ev_txid = pg_catalog.pg_current_xact_id() and ev_id = $1',
-        pgque.quote_fqname(q.queue_data_pfx))
+        pgque._event_table_name(q, null))
        into v_stored using v_id;
     if v_stored is null or v_stored::jsonb <> test_send.payload then
         raise exception 'test_send: event % of queue % was not stored as sent (found %)',
@@ -7083,7 +7080,7 @@ begin
             'select pg_catalog.count(*), pg_catalog.min(ev_id) from (select ev_id from %s'
             ' where ev_txid >= $1 and not pg_catalog.pg_visible_in_snapshot(ev_txid, $2)'
             ' and (ev_owner is null or ev_owner = $3) limit 1000) e',
-            pgque.quote_fqname(q.queue_data_pfx))
+            pgque._event_table_name(q, null))
            into v_count, v_first
           using pg_catalog.pg_snapshot_xmin(s.tick_snapshot), s.tick_snapshot, s.sub_id;
         if v_count > 0 then

@@ -375,7 +375,7 @@ $$;
 -- Internal: the names of those tables (_batch_table_numbers).
 create or replace function pgque._batch_tables(q pgque.queue, i_s1 pg_snapshot, i_s2 pg_snapshot)
 returns text[] language sql stable as $$
-    select pg_catalog.array_agg(q.queue_data_pfx || '_' || t order by o)
+    select pg_catalog.array_agg(pgque._event_table_name(q, t) order by o)
       from pg_catalog.unnest(pgque._batch_table_numbers(q, i_s1, i_s2)) with ordinality u(t, o)
 $$;
 

@@ -46,16 +46,14 @@ comment on function pgque.send_at(text, text, text, timestamptz) is
 create or replace function pgque.maint_deliver_delayed()
 returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q record;
+    q pgque.queue;
     v_moved integer;
     v_total integer := 0;
 begin
     -- The txid first, then the current tables (see _insert_event).
     perform pg_catalog.pg_current_xact_id();
     for q in
-        select qu.queue_name, qu.queue_event_seq, qu.queue_disable_insert,
-               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table
-          from pgque.queue qu
+        select qu.* from pgque.queue qu
          where not qu.queue_disable_insert
            and exists (select 1 from pgque.delayed_events d
                         where d.de_queue_name = qu.queue_name
@@ -68,12 +66,12 @@ begin
              || '  order by de_deliver_at, de_id for update skip locked),'
              || ' moved as (delete from pgque.delayed_events d using due'
              || '  where d.de_id = due.de_id returning d.*)'
-             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' insert into ' || pgque._event_table_name(q, q.queue_cur_table)
              || ' (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-             || ' select pg_catalog.nextval($2::regclass), pg_catalog.now(), de_type, de_data,'
+             || ' select pg_catalog.nextval($2), pg_catalog.now(), de_type, de_data,'
              || '  de_extra1, de_extra2, de_extra3, de_extra4'
              || ' from (select * from moved order by de_deliver_at, de_id) m'
-          using q.queue_name, q.queue_event_seq;
+          using q.queue_name, pgque._queue_relation(q, 'event_seq');
         get diagnostics v_moved = row_count;
         v_total := v_total + v_moved;
     end loop;

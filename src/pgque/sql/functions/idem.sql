@@ -42,7 +42,7 @@ begin
             coalesce(i_ttl::text, 'NULL'), coalesce(i_queue, '<NULL>')
             using detail = 'pgque:invalid_argument';
     end if;
-    select queue_id, queue_event_seq, queue_extra_maint into q
+    select queue_id, queue_extra_maint into q
       from pgque.queue where queue_name = i_queue;
     if not found then
         raise exception 'queue not found: %', i_queue using detail = 'pgque:queue_not_found';
@@ -57,7 +57,7 @@ begin
            and not 'pgque.maint_idem' = any (coalesce(queue_extra_maint, '{}'));
     end if;
 
-    v_id := pg_catalog.nextval(q.queue_event_seq::regclass);
+    v_id := pg_catalog.nextval(pgque._queue_sequence(q.queue_id, 'id'));
     insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
     values (q.queue_id, v_key, v_id, pg_catalog.now() + i_ttl)
     on conflict (queue_id, idem_key) do update

@@ -22,7 +22,7 @@ security definer set search_path = pgque, pg_catalog, pg_temp as $$
                (last.tick_event_seq - old.tick_event_seq)::float8
                / extract(epoch from last.tick_time - old.tick_time)::float8
            end,
-           pgque.seq_getval(q.queue_event_seq) - last.tick_event_seq,
+           pgque._event_seq_now(q.queue_id) - last.tick_event_seq,
            last.tick_id
       from pgque.queue q
       left join lateral (

@@ -23,7 +23,7 @@ begin
     -- The sequence advances on every call, explicit ids included: the ticker
     -- watches it to notice activity.
     select q.queue_id, q.queue_cur_table,
-           q.queue_disable_insert, pg_catalog.nextval(q.queue_event_seq::regclass)
+           q.queue_disable_insert, pg_catalog.nextval(pgque._queue_sequence(q.queue_id, 'id'))
       into v_queue_id, v_cur_table, v_disabled, v_seq_id
       from pgque.queue q
      where q.queue_name = i_queue_name;
@@ -82,22 +82,20 @@ comment on function pgque.insert_event(text, text, text) is
 create or replace function pgque.current_event_table(x_queue_name text)
 returns text language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    v_table text;
-    v_disabled boolean;
+    q pgque.queue;
 begin
     -- As in _insert_event: the caller's txid before the current table, so a
     -- COPY into the answer cannot land in a retired table above step 2.
     perform pg_catalog.pg_current_xact_id();
-    select queue_data_pfx || '_' || queue_cur_table, queue_disable_insert
-      into v_table, v_disabled
-      from pgque.queue where queue_name = x_queue_name;
+    select * into q from pgque.queue where queue_name = x_queue_name;
     if not found then
         raise exception 'Event queue not found' using detail = 'pgque:queue_not_found';
     end if;
-    if v_disabled and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+    if q.queue_disable_insert
+       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
         raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
     end if;
-    return v_table;
+    return pgque._event_table_name(q, q.queue_cur_table);
 end
 $$;
 comment on function pgque.current_event_table(text) is

@@ -101,13 +101,13 @@ begin
 end
 $$;
 
--- Internal: the schema-qualified name of event table i_table of queue q,
--- proven to be the queue's own.
+-- Internal: the schema-qualified name of event table i_table of queue q (NULL:
+-- the parent of its tables), proven to be the queue's own (_queue_relation).
 create or replace function pgque._event_table_name(q pgque.queue, i_table integer)
 returns text language sql stable as $$
     select pg_catalog.format('pgque.%I', c.relname)
       from pg_catalog.pg_class c
-     where c.oid = pgque._queue_relation(q, i_table::text)
+     where c.oid = pgque._queue_relation(q, coalesce(i_table::text, 'data'))
 $$;
 
 -- Internal: the dynamic path, for a queue no router branch knows. The table

@@ -20,12 +20,6 @@ begin
 end
 $$;
 
--- Internal: a queue's event sequence now, read as the ticker reads it.
-create or replace function pgque._event_seq_now(i_seq_name text)
-returns bigint
-language sql stable
-as $$ select coalesce(pg_catalog.pg_sequence_last_value(i_seq_name::regclass), 1) $$;
-
 -- Internal: "12.3 s", for details.
 create or replace function pgque._seconds_text(i_interval interval)
 returns text language sql immutable as $$
@@ -93,7 +87,7 @@ begin
     end if;
     execute pg_catalog.format(
         'select ev_time from %s where ev_txid >= $1 and ev_retry is null order by ev_txid limit 1',
-        pgque.quote_fqname(q.queue_data_pfx))
+        pgque._event_table_name(q, null))
        into v_time using v_xmax;
     return v_time;
 end
@@ -150,7 +144,7 @@ begin
            q.queue_ticker_paused, newest.tick_time, newest.tick_id,
            (select pg_catalog.count(*) from pgque.dead_letter d where d.dl_queue_id = q.queue_id)
       from pgque.queue q
-      cross join lateral (select pgque._event_seq_now(q.queue_event_seq) as now) seq
+      cross join lateral (select pgque._event_seq_now(q.queue_id) as now) seq
       left join per_queue pq on pq.queue_id = q.queue_id
       left join lateral (
           select t.tick_id, t.tick_time from pgque.tick t
@@ -593,7 +587,7 @@ begin
       from pg_catalog.generate_series(0, $6 - 1) i
       left join by_bucket bb on bb.n = i
      group by i order by i
-    $sql$, pgque.quote_fqname(q.queue_data_pfx))
+    $sql$, pgque._event_table_name(q, null))
     using v_lower, q.queue_id, v_tick, b.o_first, b.o_size, b.o_count;
 end
 $$;
@@ -720,7 +714,7 @@ begin
                where t.tick_queue = $7 and t.tick_id > $8
                  and pg_catalog.pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot)
                order by t.tick_id limit 1) cov on true
-        $sql$, pgque.quote_fqname(q.queue_data_pfx));
+        $sql$, pgque._event_table_name(q, null));
     for i in 1 .. v_slices loop
         execute v_sql into v_part
           using v_xmaxes[i], v_xmaxes[i + 1], v_since, v_sub_id, v_per_slice,

@@ -93,7 +93,7 @@ declare
     v_ev_id bigint;
 begin
     perform pgque._refuse_reserved_name(x_consumer, null);
-    select s.sub_id, s.sub_queue, q.queue_event_seq into v_sub
+    select s.sub_id, s.sub_queue into v_sub
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
@@ -103,7 +103,7 @@ begin
             coalesce(x_queue, 'NULL'), coalesce(x_consumer, 'NULL')
             using detail = 'pgque:consumer_not_found';
     end if;
-    v_ev_id := coalesce(x_ev_id, pg_catalog.nextval(v_sub.queue_event_seq::regclass));
+    v_ev_id := coalesce(x_ev_id, pg_catalog.nextval(pgque._queue_sequence(v_sub.sub_queue, 'id')));
     insert into pgque.retry_queue
         (ev_retry_after, ev_queue, ev_id, ev_time, ev_owner, ev_retry,
          ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
@@ -121,6 +121,8 @@ create or replace function pgque._move_retry_events(i_limit integer)
 returns integer language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
+    v_queue pgque.queue;
+    v_seq regclass;
     v_moved integer;
     v_total integer := 0;
 begin
@@ -130,9 +132,7 @@ begin
     perform pg_catalog.pg_current_xact_id();
 
     for q in
-        select qu.queue_id, qu.queue_event_seq,
-               qu.queue_data_pfx || '_' || qu.queue_cur_table as cur_table,
-               pg_catalog.array_agg(r.ctid) as rows
+        select qu.queue_id, pg_catalog.array_agg(r.ctid) as rows
           from (select rq.ctid, rq.ev_queue from pgque.retry_queue rq
                  where rq.ev_retry_after <= current_timestamp
                    -- A queue closed for inserts keeps its retries until it reopens.
@@ -144,8 +144,9 @@ begin
          group by qu.queue_id
          order by qu.queue_id
     loop
+        select * into v_queue from pgque.queue where queue_id = q.queue_id;
         execute 'with moved as (delete from pgque.retry_queue where ctid = any ($1) returning *)'
-             || ' insert into ' || pgque.quote_fqname(q.cur_table)
+             || ' insert into ' || pgque._event_table_name(v_queue, v_queue.queue_cur_table)
              || ' (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
              || '  ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
              || ' select ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
@@ -154,8 +155,8 @@ begin
         get diagnostics v_moved = row_count;
         -- Advance the event sequence as one insert per event would, so the
         -- ticker notices the activity.
-        perform pg_catalog.nextval(q.queue_event_seq::regclass)
-           from pg_catalog.generate_series(1, v_moved);
+        v_seq := pgque._queue_relation(v_queue, 'event_seq');
+        perform pg_catalog.nextval(v_seq) from pg_catalog.generate_series(1, v_moved);
         v_total := v_total + v_moved;
     end loop;
     return v_total;

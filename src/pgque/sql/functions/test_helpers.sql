@@ -26,7 +26,7 @@ begin
     -- Read it back through the txid index: this transaction's events only.
     execute pg_catalog.format(
         'select ev_data from %s where ev_txid = pg_catalog.pg_current_xact_id() and ev_id = $1',
-        pgque.quote_fqname(q.queue_data_pfx))
+        pgque._event_table_name(q, null))
        into v_stored using v_id;
     if v_stored is null or v_stored::jsonb <> test_send.payload then
         raise exception 'test_send: event % of queue % was not stored as sent (found %)',
@@ -110,7 +110,7 @@ begin
             'select pg_catalog.count(*), pg_catalog.min(ev_id) from (select ev_id from %s'
             ' where ev_txid >= $1 and not pg_catalog.pg_visible_in_snapshot(ev_txid, $2)'
             ' and (ev_owner is null or ev_owner = $3) limit 1000) e',
-            pgque.quote_fqname(q.queue_data_pfx))
+            pgque._event_table_name(q, null))
            into v_count, v_first
           using pg_catalog.pg_snapshot_xmin(s.tick_snapshot), s.tick_snapshot, s.sub_id;
         if v_count > 0 then

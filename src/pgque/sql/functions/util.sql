@@ -98,6 +98,12 @@ returns regclass language sql stable as $$
                'event_' || i_queue_id || '_' || i_kind || '_seq'))
 $$;
 
+-- Internal: a queue's event sequence now, read as the ticker reads it.
+create or replace function pgque._event_seq_now(i_queue_id integer)
+returns bigint language sql stable as $$
+    select coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(i_queue_id, 'id')), 1)
+$$;
+
 -- Internal: the queue row by name, or queue_not_found ('queue not found:
 -- <name>'; a NULL name is written as i_null_as).
 create or replace function pgque._queue_row(i_queue_name text, i_null_as text default '<NULL>')
