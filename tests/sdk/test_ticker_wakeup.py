@@ -173,6 +173,11 @@ def test_a_send_still_open_at_a_tick_is_delivered_soon_after_its_commit(
 ) -> None:
     ticker = start(tickers, db, "straggler", idle_poll_interval=30)
     wait_for(lambda: ticker.leading)
+    # The leader's first round arms the wakeup. A send before it notifies nobody at its
+    # commit, and its straggler is left to the idle rule (here 30 s): on a loaded machine
+    # the test could send first.
+    armed = "select pg_catalog.pg_sequence_last_value('pgque.ticker_wake_seq') = 0"
+    wait_for(lambda: one(conn, armed))
     producer = connect(autocommit=False)
     one(producer, "select pgque.send('q', '{\"late\": 1}'::jsonb)")
     one(conn, "select pgque.send('q', '{\"early\": 1}'::jsonb)")  # ticked with the late one open
