@@ -62,6 +62,15 @@ for _subject in ("pgque send_batch text[]", "pgque Producer.send_batch"):
         baseline="COPY FROM file (plain table)",
         at_least=0.1,
     )
+# Issue 37's ingest targets ("ingest at COPY speed"), beside the older ones above.
+for _subject, _at_least in (("pgque send_batch text[]", 1.0), ("pgque Producer.send_batch", 0.8)):
+    target(
+        goal=f"1000 x 100 B: {_subject} >= {_at_least:g}x SKIP LOCKED batched INSERT",
+        workload=BATCHED.format(per_tx=1000),
+        subject=_subject,
+        baseline="skip-locked batched INSERT",
+        at_least=_at_least,
+    )
 target(
     goal="1000 x 100 B: PgqueClient.send_batch (binary jsonb[]) on par with Producer.send_batch",
     workload=BATCHED.format(per_tx=1000),
