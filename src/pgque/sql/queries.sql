@@ -38,13 +38,16 @@ select pgque.send(%s, %s, %s::text, %s, %s, %s, %s)
 select pgque.send_batch(%s, %s, %s::jsonb[])
 
 -- name: send_batch_binary
-select pgque.send_batch(%s, %s, %b::text[]::jsonb[])
+-- Each text parsed as jsonb and printed back: what the jsonb[] overload
+-- stores, without building the jsonb[] array (a third less work a row).
+select pgque.send_batch(%s, %s, array(select pg_catalog.unnest(%b::text[])::jsonb::text))
 
 -- name: send_batch_json_array
 -- A client's batch of plain JSON values (no str, null or model) as one JSON
 -- array the server splits: one encoding and one parse instead of one per payload.
--- The set-returning function in the select list gives the elements in order.
-select pgque.send_batch(%s, %s, array(select pg_catalog.jsonb_array_elements(%s::jsonb)))
+-- The set-returning function in the select list gives the elements in order,
+-- each printed as jsonb prints it: the text the jsonb[] overload would store.
+select pgque.send_batch(%s, %s, array(select pg_catalog.jsonb_array_elements(%s::jsonb)::text))
 
 -- name: send_batch_json_array_text
 -- The same for the producers (text storage): json (not jsonb) keeps each
