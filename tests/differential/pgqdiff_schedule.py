@@ -71,7 +71,7 @@ KIND_REQUIRES: dict[str, str] = {
     "rotate_step1": "pgque.maint_rotate_tables_step1(text)",
     "rotate_step2": "pgque.maint_rotate_tables_step2()",
     "queue_info": "pgque.get_queue_info(text)",
-    "consumer_info": "pgque.get_consumer_info(text)",
+    "consumer_info": "pgque.get_consumer_info(text,text)",
 }
 """Operation kinds that need a pgque function which may not exist yet."""
 

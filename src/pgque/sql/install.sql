@@ -15,7 +15,7 @@
 \ir functions/queue_admin.sql
 \ir functions/wakeup.sql
 \ir functions/insert_router.sql
-\ir functions/insert_event.sql
+\ir functions/send.sql
 \ir functions/ticker.sql
 \ir functions/consumer.sql
 \ir functions/batch.sql
@@ -23,7 +23,6 @@
 \ir functions/retry.sql
 \ir functions/maint.sql
 \ir functions/info.sql
-\ir functions/send.sql
 \ir functions/delayed.sql
 \ir functions/receive.sql
 \ir functions/dlq.sql

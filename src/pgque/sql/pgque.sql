@@ -551,8 +551,8 @@ comment on function pgque.quote_fqname(text) is
 -- sequences. pgque's own callers are definer functions and pass names
 -- proven by _queue_relation().
 create or replace function pgque.seq_getval(i_seq_name text)
-returns bigint language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp as $$
+returns bigint language plpgsql strict security invoker
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_value bigint;
 begin
@@ -566,8 +566,8 @@ comment on function pgque.seq_getval(text) is
     'The last value of a sequence, without advancing it.';
 
 create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
-returns bigint language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp as $$
+returns bigint language plpgsql strict security invoker
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_current bigint;
 begin
@@ -627,6 +627,16 @@ $$;
 create or replace function pgque._event_seq_now(i_queue_id integer)
 returns bigint language sql stable as $$
     select coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(i_queue_id, 'id')), 1)
+$$;
+
+-- Internal: the error for a NULL argument of a call on a queue:
+-- invalid_argument '<caller>: <what> must not be null (queue <name>)'.
+create or replace function pgque._refuse_null(i_caller text, i_what text, i_queue_name text)
+returns void language plpgsql as $$
+begin
+    raise exception '%: % must not be null (queue %)', i_caller, i_what, i_queue_name
+        using detail = 'pgque:invalid_argument';
+end
 $$;
 
 -- Internal: the queue row by name, or queue_not_found ('queue not found:
@@ -1590,8 +1600,10 @@ returns integer
 language sql
 as $$ select pgque._insert_batch_dynamic($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) $$;
 
--- file: functions/insert_event.sql
--- Producing events: the PgQ primitives every send path goes through.
+-- file: functions/send.sql
+-- Producing events: the one insert path (_insert_event), PgQ's insert_event
+-- family and current_event_table, then the modern API built on it: send,
+-- send_batch, insert_event_bulk.
 
 -- Internal: the one insert path. Callers are SECURITY DEFINER functions.
 create or replace function pgque._insert_event(
@@ -1693,6 +1705,180 @@ end
 $$;
 comment on function pgque.current_event_table(text) is
     'The event table writers currently fill, for bulk loads with COPY; valid only in the current transaction.';
+
+-- --------------------------------------------------------------------------
+-- The modern API.
+--
+-- text payloads are stored verbatim (untyped literals choose the text
+-- overloads); jsonb payloads are validated by their type and stored as
+-- canonical JSON text. Storage is ev_data text either way. A send is
+-- visible to consumers once its transaction commits and a later tick
+-- covers it.
+
+create or replace function pgque.send(queue_name text, type_name text, payload text)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null); end $$;
+comment on function pgque.send(text, text, text) is
+    'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null); end $$;
+comment on function pgque.send(text, text, jsonb) is
+    'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload text)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null); end $$;
+comment on function pgque.send(text, text) is
+    'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
+
+create or replace function pgque.send(queue_name text, payload jsonb)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text, null, null, null, null); end $$;
+comment on function pgque.send(text, jsonb) is
+    'Sends one JSON message of type ''default''. Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload text,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7); end $$;
+comment on function pgque.send(text, text, text, text, text, text, text) is
+    'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
+
+create or replace function pgque.send(
+    queue_name text, type_name text, payload jsonb,
+    extra1 text, extra2 text, extra3 text, extra4 text)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7); end $$;
+comment on function pgque.send(text, text, jsonb, text, text, text, text) is
+    'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
+
+
+-- With a partition key, stored in ev_extra1 (see partition.sql).
+create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text, i_partition_key, null, null, null); end $$;
+comment on function pgque.send(text, text, jsonb, text) is
+    'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
+
+create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
+returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload, i_partition_key, null, null, null); end $$;
+comment on function pgque.send(text, text, text, text) is
+    'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
+
+-- Internal: inserts many events into one queue with one statement. Every
+-- array but i_payloads may be NULL (all NULL) or must have its length;
+-- i_type is used where i_types is NULL. Returns the ids in input order.
+create or replace function pgque._send_batch(
+    i_queue_name text, i_type text, i_types text[], i_payloads text[],
+    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
+returns bigint[] language plpgsql as $$
+declare
+    n integer;
+    q pgque.queue%rowtype;
+    v_ids bigint[];
+    v_seq regclass;
+    v_extra text[];
+    v_name text;
+    i integer := 0;
+begin
+    if i_payloads is null then
+        raise exception 'payloads must not be null' using detail = 'pgque:invalid_argument';
+    end if;
+    n := pg_catalog.cardinality(i_payloads);
+    if n = 0 then
+        return '{}';
+    end if;
+    foreach v_name in array array['types', 'extra1', 'extra2', 'extra3', 'extra4'] loop
+        i := i + 1;
+        v_extra := case i when 1 then i_types when 2 then i_extra1 when 3 then i_extra2
+                          when 4 then i_extra3 else i_extra4 end;
+        if v_extra is not null and pg_catalog.cardinality(v_extra) <> n then
+            raise exception 'send_batch: % has % elements, payloads has %; parallel arrays must have the same length',
+                v_name, pg_catalog.cardinality(v_extra), n
+                using detail = 'pgque:invalid_argument';
+        end if;
+    end loop;
+
+    -- The txid first, then the current table (see _insert_event).
+    perform pg_catalog.pg_current_xact_id();
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
+    end if;
+    if q.queue_disable_insert
+       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
+    end if;
+
+    -- Ids in input order, then one INSERT ... SELECT for the whole batch,
+    -- through the router's static statement for the queue's current table.
+    -- The sequence is looked up once: a cast in the query ran per row.
+    v_seq := pgque._queue_sequence(q.queue_id, 'id');
+    v_ids := array(select pg_catalog.nextval(v_seq) from pg_catalog.generate_series(1, n));
+    i := pgque._route_batch(q.queue_id, q.queue_cur_table,
+        v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
+    perform pgque._wake(q.queue_id);  -- wakeup (latency)
+    return v_ids;
+end
+$$;
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
+comment on function pgque.send_batch(text, text, text[]) is
+    'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null); end $$;
+comment on function pgque.send_batch(text, text, jsonb[]) is
+    'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads text[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, 'default', null, $2, null, null, null, null); end $$;
+comment on function pgque.send_batch(text, text[]) is
+    'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null); end $$;
+comment on function pgque.send_batch(text, jsonb[]) is
+    'Sends many JSON messages of type ''default''. Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads text[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7); end $$;
+comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
+    'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
+
+create or replace function pgque.send_batch(
+    queue_name text, type_names text[], payloads jsonb[],
+    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7); end $$;
+comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
+    'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
+
+create or replace function pgque.insert_event_bulk(
+    queue_name text, ev_type text, ev_data_list text[])
+returns bigint[] language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp
+as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
+comment on function pgque.insert_event_bulk(text, text, text[]) is
+    'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';
 
 -- file: functions/ticker.sql
 -- The ticker: records a queue's position in transaction history.
@@ -2016,14 +2202,10 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
 set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
-    q pgque.queue%rowtype;
+    q constant pgque.queue := pgque._queue_row(i_queue_name);
     v_last pgque.tick%rowtype;
     v_seq bigint;
 begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
     select * into v_last from pgque.tick
      where tick_queue = q.queue_id order by tick_id desc limit 1;
     if q.queue_ticker_paused or q.queue_external_ticker then
@@ -2900,19 +3082,17 @@ comment on function pgque.get_batch_info(bigint) is
 -- and stopped for every batch, halving the drain rate at 10^8 (measured).
 -- Batch reads therefore run without parallel workers too.
 
--- Internal: the readers' parameters after the queue id, and their result.
-create or replace function pgque._batch_reader_signature()
-returns text language sql immutable as $$
-    select 'i_tables integer[], i_lower xid8, i_upper xid8, i_s1 pg_snapshot, i_s2 pg_snapshot,'
-        || ' i_in_list xid8[], i_owner integer, i_ttl interval, i_slot integer, i_n integer,'
-        || ' i_limit bigint'
-$$;
-
-create or replace function pgque._batch_reader_result()
-returns text language sql immutable as $$
-    select 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
-        || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
-        || ' ev_extra4 text)'
+-- Internal: the readers' parameters and result, as the placeholders
+-- {signature} and {result} of their templates.
+create or replace function pgque._batch_reader_shape()
+returns jsonb language sql immutable as $$
+    select pg_catalog.jsonb_build_object(
+        'signature', 'i_queue_id integer, i_tables integer[], i_lower xid8, i_upper xid8,'
+                     || ' i_s1 pg_snapshot, i_s2 pg_snapshot, i_in_list xid8[], i_owner integer,'
+                     || ' i_ttl interval, i_slot integer, i_n integer, i_limit bigint',
+        'result', 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
+                  || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
+                  || ' ev_extra4 text)')
 $$;
 
 -- Internal: the name of leaf reader i_leaf.
@@ -2942,8 +3122,7 @@ declare
         || ' and (i_ttl is null or e.ev_time >= pg_catalog.now() - i_ttl)'
         || ' and (i_n is null or pgque._partition_slot(e.ev_extra1, i_n) = i_slot)'
         || ' order by e.ev_id limit i_limit';
-    v_signature constant text :=
-        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_signature constant text := pgque._batch_reader_shape() ->> 'signature';
     -- One event table's part: the events between the snapshots, then those
     -- of the in-progress list (the table's name proven to be the queue's).
     v_table_code constant text := $tpl$            return query select {columns} from {table} e
@@ -3004,9 +3183,8 @@ begin
                                   pgque._read_leaf_name(i_leaf), v_signature);
         return;
     end if;
-    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+    execute pgque._render(v_function, pgque._batch_reader_shape() || pg_catalog.jsonb_build_object(
         'name', pg_catalog.quote_ident(pgque._read_leaf_name(i_leaf)),
-        'signature', v_signature, 'result', pgque._batch_reader_result(),
         'branches', pgque._router_branches('i_queue_id', v_ids, v_codes)));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public',
                               pgque._read_leaf_name(i_leaf), v_signature);
@@ -3044,8 +3222,7 @@ set check_function_bodies = off as $$
 declare
     v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
                          || ' i_owner, i_ttl, i_slot, i_n, i_limit';
-    v_signature constant text :=
-        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_signature constant text := pgque._batch_reader_shape() ->> 'signature';
     v_leaves constant integer[] :=
         array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g);
     -- A static call per leaf (k: which 16 queue ids) below 2,048, a call by name above.
@@ -3066,8 +3243,7 @@ $tpl$;
     v_leaf_call constant text := $tpl$    return query select * from pgque.{name}({args});
     return;$tpl$;
 begin
-    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
-        'signature', v_signature, 'result', pgque._batch_reader_result(),
+    execute pgque._render(v_function, pgque._batch_reader_shape() || pg_catalog.jsonb_build_object(
         'leaf_size', pgque._router_leaf_size(), 'args', v_args,
         'branches', pgque._router_branches('k', v_leaves,
             array(select pgque._render(v_leaf_call, pg_catalog.jsonb_build_object(
@@ -3623,7 +3799,7 @@ comment on procedure pgque.run_maint() is
 -- inserts, so they are estimates.
 
 create or replace function pgque.get_queue_info(
-    i_queue_name text,
+    i_queue_name text default null,
     out queue_name text, out queue_ntables integer, out queue_cur_table integer,
     out queue_rotation_period interval, out queue_switch_time timestamptz,
     out queue_external_ticker boolean, out queue_ticker_paused boolean,
@@ -3657,24 +3833,11 @@ security definer set search_path = pgque, pg_catalog, pg_temp as $$
      order by q.queue_name
 $$;
 comment on function pgque.get_queue_info(text) is
-    'Configuration, ticker lag, event rate, unticked events and last tick of one queue (NULL: all).';
-
-create or replace function pgque.get_queue_info(
-    out queue_name text, out queue_ntables integer, out queue_cur_table integer,
-    out queue_rotation_period interval, out queue_switch_time timestamptz,
-    out queue_external_ticker boolean, out queue_ticker_paused boolean,
-    out queue_ticker_max_count integer, out queue_ticker_max_lag interval,
-    out queue_ticker_idle_period interval, out ticker_lag interval,
-    out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select * from pgque.get_queue_info(null::text) $$;
-comment on function pgque.get_queue_info() is
-    'get_queue_info for every queue.';
+    'Configuration, ticker lag, event rate, unticked events and last tick of one queue, or of all '
+    '(the name left out or NULL).';
 
 create or replace function pgque.get_consumer_info(
-    i_queue_name text, i_consumer_name text,
+    i_queue_name text default null, i_consumer_name text default null,
     out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
     out last_tick bigint, out current_batch bigint, out next_tick bigint,
     out pending_events bigint)
@@ -3697,30 +3860,8 @@ security definer set search_path = pgque, pg_catalog, pg_temp as $$
      order by q.queue_name, c.co_name
 $$;
 comment on function pgque.get_consumer_info(text, text) is
-    'Position, lag, last activity, open batch and pending events of consumers (NULL matches all).';
-
-create or replace function pgque.get_consumer_info(
-    i_queue_name text,
-    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
-    out last_tick bigint, out current_batch bigint, out next_tick bigint,
-    out pending_events bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select * from pgque.get_consumer_info(i_queue_name, null) $$;
-comment on function pgque.get_consumer_info(text) is
-    'get_consumer_info for every consumer of one queue.';
-
-create or replace function pgque.get_consumer_info(
-    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
-    out last_tick bigint, out current_batch bigint, out next_tick bigint,
-    out pending_events bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select * from pgque.get_consumer_info(null, null) $$;
-comment on function pgque.get_consumer_info() is
-    'get_consumer_info for every consumer of every queue.';
+    'Position, lag, last activity, open batch and pending events of consumers: of one queue, '
+    'of one consumer on it, or of all (a name left out or NULL matches all).';
 
 create or replace function pgque.get_batch_cursor(
     i_batch_id bigint, i_cursor_name text, i_quick_limit int4, i_extra_where text,
@@ -3760,180 +3901,6 @@ as $$ select * from pgque.get_batch_cursor(i_batch_id, i_cursor_name, i_quick_li
 comment on function pgque.get_batch_cursor(bigint, text, int4) is
     'Opens a cursor over the batch''s events and returns the first i_quick_limit rows; FETCH the rest.';
 
--- file: functions/send.sql
--- The modern API, producing: send, send_batch, insert_event_bulk.
---
--- text payloads are stored verbatim (untyped literals choose the text
--- overloads); jsonb payloads are validated by their type and stored as
--- canonical JSON text. Storage is ev_data text either way. A send is
--- visible to consumers once its transaction commits and a later tick
--- covers it.
-
-create or replace function pgque.send(queue_name text, type_name text, payload text)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, null, null, null, null); end $$;
-comment on function pgque.send(text, text, text) is
-    'Sends one message with the given type; the text payload is stored verbatim. Returns the event id.';
-
-create or replace function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, null, null, null, null); end $$;
-comment on function pgque.send(text, text, jsonb) is
-    'Sends one JSON message with the given type, stored as canonical JSON text. Returns the event id.';
-
-create or replace function pgque.send(queue_name text, payload text)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2, null, null, null, null); end $$;
-comment on function pgque.send(text, text) is
-    'Sends one message of type ''default''; the text payload is stored verbatim. Returns the event id.';
-
-create or replace function pgque.send(queue_name text, payload jsonb)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, 'default', $2::text, null, null, null, null); end $$;
-comment on function pgque.send(text, jsonb) is
-    'Sends one JSON message of type ''default''. Returns the event id.';
-
-create or replace function pgque.send(
-    queue_name text, type_name text, payload text,
-    extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3, $4, $5, $6, $7); end $$;
-comment on function pgque.send(text, text, text, text, text, text, text) is
-    'Sends one message with type, verbatim text payload and the four extra fields (ev_extra1..4). Returns the event id.';
-
-create or replace function pgque.send(
-    queue_name text, type_name text, payload jsonb,
-    extra1 text, extra2 text, extra3 text, extra4 text)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event($1, null, pg_catalog.now(), null, null, $2, $3::text, $4, $5, $6, $7); end $$;
-comment on function pgque.send(text, text, jsonb, text, text, text, text) is
-    'Sends one JSON message with type and the four extra fields (ev_extra1..4). Returns the event id.';
-
-
--- With a partition key, stored in ev_extra1 (see partition.sql).
-create or replace function pgque.send(i_queue text, i_type text, i_payload jsonb, i_partition_key text)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload::text, i_partition_key, null, null, null); end $$;
-comment on function pgque.send(text, text, jsonb, text) is
-    'Sends a JSON message with a partition key (ev_extra1). Returns the event id.';
-
-create or replace function pgque.send(i_queue text, i_type text, i_payload text, i_partition_key text)
-returns bigint language plpgsql security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._insert_event(i_queue, null, pg_catalog.now(), null, null, i_type, i_payload, i_partition_key, null, null, null); end $$;
-comment on function pgque.send(text, text, text, text) is
-    'Sends a verbatim text message with a partition key (ev_extra1). Returns the event id.';
-
--- Internal: inserts many events into one queue with one statement. Every
--- array but i_payloads may be NULL (all NULL) or must have its length;
--- i_type is used where i_types is NULL. Returns the ids in input order.
-create or replace function pgque._send_batch(
-    i_queue_name text, i_type text, i_types text[], i_payloads text[],
-    i_extra1 text[], i_extra2 text[], i_extra3 text[], i_extra4 text[])
-returns bigint[] language plpgsql as $$
-declare
-    n integer;
-    q pgque.queue%rowtype;
-    v_ids bigint[];
-    v_seq regclass;
-    v_extra text[];
-    v_name text;
-    i integer := 0;
-begin
-    if i_payloads is null then
-        raise exception 'payloads must not be null' using detail = 'pgque:invalid_argument';
-    end if;
-    n := pg_catalog.cardinality(i_payloads);
-    if n = 0 then
-        return '{}';
-    end if;
-    foreach v_name in array array['types', 'extra1', 'extra2', 'extra3', 'extra4'] loop
-        i := i + 1;
-        v_extra := case i when 1 then i_types when 2 then i_extra1 when 3 then i_extra2
-                          when 4 then i_extra3 else i_extra4 end;
-        if v_extra is not null and pg_catalog.cardinality(v_extra) <> n then
-            raise exception 'send_batch: % has % elements, payloads has %; parallel arrays must have the same length',
-                v_name, pg_catalog.cardinality(v_extra), n
-                using detail = 'pgque:invalid_argument';
-        end if;
-    end loop;
-
-    -- The txid first, then the current table (see _insert_event).
-    perform pg_catalog.pg_current_xact_id();
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
-    if q.queue_disable_insert
-       and pg_catalog.current_setting('session_replication_role') <> 'replica' then
-        raise exception 'Insert into queue disallowed' using detail = 'pgque:insert_disallowed';
-    end if;
-
-    -- Ids in input order, then one INSERT ... SELECT for the whole batch,
-    -- through the router's static statement for the queue's current table.
-    -- The sequence is looked up once: a cast in the query ran per row.
-    v_seq := pgque._queue_sequence(q.queue_id, 'id');
-    v_ids := array(select pg_catalog.nextval(v_seq) from pg_catalog.generate_series(1, n));
-    i := pgque._route_batch(q.queue_id, q.queue_cur_table,
-        v_ids, i_payloads, i_types, i_type, i_extra1, i_extra2, i_extra3, i_extra4);
-    perform pgque._wake(q.queue_id);  -- wakeup (latency)
-    return v_ids;
-end
-$$;
-
-create or replace function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
-comment on function pgque.send_batch(text, text, text[]) is
-    'Sends many verbatim text messages of one type in one statement; NULL elements become NULL payloads. Returns the ids in input order.';
-
-create or replace function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, $2, null, $3::text[], null, null, null, null); end $$;
-comment on function pgque.send_batch(text, text, jsonb[]) is
-    'Sends many JSON messages of one type in one statement. Returns the ids in input order.';
-
-create or replace function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, 'default', null, $2, null, null, null, null); end $$;
-comment on function pgque.send_batch(text, text[]) is
-    'Sends many verbatim text messages of type ''default''. Returns the ids in input order.';
-
-create or replace function pgque.send_batch(queue_name text, payloads jsonb[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, 'default', null, $2::text[], null, null, null, null); end $$;
-comment on function pgque.send_batch(text, jsonb[]) is
-    'Sends many JSON messages of type ''default''. Returns the ids in input order.';
-
-create or replace function pgque.send_batch(
-    queue_name text, type_names text[], payloads text[],
-    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, 'default', $2, $3, $4, $5, $6, $7); end $$;
-comment on function pgque.send_batch(text, text[], text[], text[], text[], text[], text[]) is
-    'Sends many verbatim text messages with per-message type and extras (parallel arrays of one length; a NULL array means all NULL; a NULL type means ''default''). Returns the ids in input order.';
-
-create or replace function pgque.send_batch(
-    queue_name text, type_names text[], payloads jsonb[],
-    extra1 text[], extra2 text[], extra3 text[], extra4 text[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, 'default', $2, $3::text[], $4, $5, $6, $7); end $$;
-comment on function pgque.send_batch(text, text[], jsonb[], text[], text[], text[], text[]) is
-    'Sends many JSON messages with per-message type and extras (parallel arrays). Returns the ids in input order.';
-
-create or replace function pgque.insert_event_bulk(
-    queue_name text, ev_type text, ev_data_list text[])
-returns bigint[] language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin return pgque._send_batch($1, $2, null, $3, null, null, null, null); end $$;
-comment on function pgque.insert_event_bulk(text, text, text[]) is
-    'Owner only: inserts many events of one type in one statement. Returns the ids in input order.';
-
 -- file: functions/delayed.sql
 -- Delayed delivery: send_at() parks a message in delayed_events until its
 -- time; maint_deliver_delayed() (run by maint()) moves due rows into their
@@ -3947,8 +3914,7 @@ declare
     v_id bigint;
 begin
     if i_deliver_at is null then
-        raise exception 'send_at: deliver_at must not be null (queue %)', i_queue
-            using detail = 'pgque:invalid_argument';
+        perform pgque._refuse_null('send_at', 'deliver_at', i_queue);
     end if;
     if not pg_catalog.isfinite(i_deliver_at) then
         raise exception 'send_at: deliver_at must be a finite time, got % (queue %)',
@@ -4789,12 +4755,11 @@ returns text language sql immutable parallel safe as $$
                pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
 $$;
 
--- Internal: the body of both send_idem overloads.
-create or replace function pgque._send_idem(
-    i_queue text, i_type text, i_payload text, i_idem_key text, i_ttl interval,
-    i_partition_key text, out event_id bigint, out deduped boolean)
-language plpgsql
-as $$
+create or replace function pgque.send_idem(
+    i_queue text, i_type text, i_payload text, i_idem_key text,
+    i_ttl interval default '1 hour', i_partition_key text default null)
+returns table (event_id bigint, deduped boolean) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_id bigint;
@@ -4838,33 +4803,24 @@ begin
         select i.event_id into event_id from pgque.idem i
          where i.queue_id = q.queue_id and i.idem_key = v_key;
         deduped := true;
+        return next;
         return;
     end if;
     event_id := pgque._insert_event(i_queue, v_id, pg_catalog.now(), null, null, i_type, i_payload,
                                     i_partition_key, null, null, null);
     deduped := false;
+    return next;
 end
 $$;
-
-create or replace function pgque.send_idem(
-    i_queue text, i_type text, i_payload text, i_idem_key text,
-    i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin
-    return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key, i_ttl, i_partition_key);
-end $$;
 comment on function pgque.send_idem(text, text, text, text, interval, text) is
     'Sends a verbatim text message once per idempotency key within i_ttl (only the key''s digest is kept; partition key in ev_extra1). Returns (event_id, deduped).';
 
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language plpgsql
+returns table (event_id bigint, deduped boolean) language sql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin
-    return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key);
-end $$;
+as $$ select * from pgque.send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key) $$;
 comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
     'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
 
@@ -6989,8 +6945,7 @@ declare
 begin
     q := pgque._observed_queue('test_send', test_send.queue);
     if test_send.payload is null then
-        raise exception 'test_send: payload must not be null (queue %)', q.queue_name
-            using detail = 'pgque:invalid_argument';
+        perform pgque._refuse_null('test_send', 'payload', q.queue_name);
     end if;
     v_id := pgque.send(q.queue_name, test_send.payload);
     -- Read it back through the txid index: this transaction's events only.
@@ -7020,8 +6975,7 @@ declare
 begin
     q := pgque._observed_queue('test_consume', test_consume.queue);
     if test_consume.consumer is null then
-        raise exception 'test_consume: consumer name must not be null (queue %)', q.queue_name
-            using detail = 'pgque:invalid_argument';
+        perform pgque._refuse_null('test_consume', 'consumer name', q.queue_name);
     end if;
     -- Up to 1000, to say how many there were when there is more than one.
     select pg_catalog.array_agg(m order by m.msg_id) into v_messages
@@ -7112,11 +7066,10 @@ returns boolean language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
-    q pgque.queue;
+    q constant pgque.queue := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
     v_count bigint;
     v_newest pgque.dead_letter;
 begin
-    q := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
     select pg_catalog.count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
     if v_count > 0 then
         select d.* into v_newest from pgque.dead_letter d
@@ -8389,21 +8342,20 @@ comment on function pgque.sqltriga() is
 -- function file and before grants.sql.
 do $stale$
 declare
-    v_routine regprocedure;
+    v_stale text;
 begin
-    for v_routine in
-        select p.oid::regprocedure
-          from pg_catalog.pg_proc p
-         where p.pronamespace = 'pgque'::regnamespace
-           and pg_catalog.age(p.xmin) > 0
-           and not exists (
-               select 1 from pg_catalog.pg_depend d
-                where d.refclassid = 'pg_catalog.pg_proc'::regclass
-                  and d.refobjid = p.oid and d.deptype in ('n', 'a'))
-         order by 1
-    loop
-        execute pg_catalog.format('drop routine %s', v_routine);
-    end loop;
+    select pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::text, ', ' order by p.oid)
+      into v_stale
+      from pg_catalog.pg_proc p
+     where p.pronamespace = 'pgque'::pg_catalog.regnamespace
+       and pg_catalog.age(p.xmin) > 0
+       and not exists (
+           select 1 from pg_catalog.pg_depend d
+            where d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+              and d.refobjid = p.oid and d.deptype in ('n', 'a'));
+    if v_stale is not null then
+        execute 'drop routine ' || v_stale;  -- one statement for them all
+    end if;
 end
 $stale$;
 
@@ -8479,10 +8431,7 @@ grant execute on function
     pgque.finish_batch(bigint),
     pgque.event_retry(bigint, bigint, timestamptz),
     pgque.event_retry(bigint, bigint, integer),
-    pgque.get_queue_info(),
     pgque.get_queue_info(text),
-    pgque.get_consumer_info(),
-    pgque.get_consumer_info(text),
     pgque.get_consumer_info(text, text),
     pgque.subscribe(text, text),
     pgque.unsubscribe(text, text),

@@ -398,7 +398,7 @@ select exists (select from pgque.get_queue_info(%s))
 -- Producers warn once per queue when it has no consumer (events sent then are
 -- received by nobody): asked first, since a writer alone may not read
 -- consumers and the count runs inside the caller's transaction.
-select pg_catalog.has_function_privilege('pgque.get_consumer_info(text)', 'execute')
+select pg_catalog.has_function_privilege('pgque.get_consumer_info(text, text)', 'execute')
 
 -- name: queue_consumer_count
 select pg_catalog.count(*) from pgque.get_consumer_info(%s)

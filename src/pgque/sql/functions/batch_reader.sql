@@ -34,19 +34,17 @@
 -- and stopped for every batch, halving the drain rate at 10^8 (measured).
 -- Batch reads therefore run without parallel workers too.
 
--- Internal: the readers' parameters after the queue id, and their result.
-create or replace function pgque._batch_reader_signature()
-returns text language sql immutable as $$
-    select 'i_tables integer[], i_lower xid8, i_upper xid8, i_s1 pg_snapshot, i_s2 pg_snapshot,'
-        || ' i_in_list xid8[], i_owner integer, i_ttl interval, i_slot integer, i_n integer,'
-        || ' i_limit bigint'
-$$;
-
-create or replace function pgque._batch_reader_result()
-returns text language sql immutable as $$
-    select 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
-        || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
-        || ' ev_extra4 text)'
+-- Internal: the readers' parameters and result, as the placeholders
+-- {signature} and {result} of their templates.
+create or replace function pgque._batch_reader_shape()
+returns jsonb language sql immutable as $$
+    select pg_catalog.jsonb_build_object(
+        'signature', 'i_queue_id integer, i_tables integer[], i_lower xid8, i_upper xid8,'
+                     || ' i_s1 pg_snapshot, i_s2 pg_snapshot, i_in_list xid8[], i_owner integer,'
+                     || ' i_ttl interval, i_slot integer, i_n integer, i_limit bigint',
+        'result', 'table (ev_id bigint, ev_time timestamptz, ev_txid bigint, ev_retry integer,'
+                  || ' ev_type text, ev_data text, ev_extra1 text, ev_extra2 text, ev_extra3 text,'
+                  || ' ev_extra4 text)')
 $$;
 
 -- Internal: the name of leaf reader i_leaf.
@@ -76,8 +74,7 @@ declare
         || ' and (i_ttl is null or e.ev_time >= pg_catalog.now() - i_ttl)'
         || ' and (i_n is null or pgque._partition_slot(e.ev_extra1, i_n) = i_slot)'
         || ' order by e.ev_id limit i_limit';
-    v_signature constant text :=
-        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_signature constant text := pgque._batch_reader_shape() ->> 'signature';
     -- One event table's part: the events between the snapshots, then those
     -- of the in-progress list (the table's name proven to be the queue's).
     v_table_code constant text := $tpl$            return query select {columns} from {table} e
@@ -138,9 +135,8 @@ begin
                                   pgque._read_leaf_name(i_leaf), v_signature);
         return;
     end if;
-    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
+    execute pgque._render(v_function, pgque._batch_reader_shape() || pg_catalog.jsonb_build_object(
         'name', pg_catalog.quote_ident(pgque._read_leaf_name(i_leaf)),
-        'signature', v_signature, 'result', pgque._batch_reader_result(),
         'branches', pgque._router_branches('i_queue_id', v_ids, v_codes)));
     execute pg_catalog.format('revoke all on function pgque.%I(%s) from public',
                               pgque._read_leaf_name(i_leaf), v_signature);
@@ -178,8 +174,7 @@ set check_function_bodies = off as $$
 declare
     v_args constant text := 'i_queue_id, i_tables, i_lower, i_upper, i_s1, i_s2, i_in_list,'
                          || ' i_owner, i_ttl, i_slot, i_n, i_limit';
-    v_signature constant text :=
-        'i_queue_id integer, ' || pgque._batch_reader_signature();
+    v_signature constant text := pgque._batch_reader_shape() ->> 'signature';
     v_leaves constant integer[] :=
         array(select g from pg_catalog.generate_series(0, pgque._router_fanout() - 1) g);
     -- A static call per leaf (k: which 16 queue ids) below 2,048, a call by name above.
@@ -200,8 +195,7 @@ $tpl$;
     v_leaf_call constant text := $tpl$    return query select * from pgque.{name}({args});
     return;$tpl$;
 begin
-    execute pgque._render(v_function, pg_catalog.jsonb_build_object(
-        'signature', v_signature, 'result', pgque._batch_reader_result(),
+    execute pgque._render(v_function, pgque._batch_reader_shape() || pg_catalog.jsonb_build_object(
         'leaf_size', pgque._router_leaf_size(), 'args', v_args,
         'branches', pgque._router_branches('k', v_leaves,
             array(select pgque._render(v_leaf_call, pg_catalog.jsonb_build_object(

@@ -10,8 +10,7 @@ declare
     v_id bigint;
 begin
     if i_deliver_at is null then
-        raise exception 'send_at: deliver_at must not be null (queue %)', i_queue
-            using detail = 'pgque:invalid_argument';
+        perform pgque._refuse_null('send_at', 'deliver_at', i_queue);
     end if;
     if not pg_catalog.isfinite(i_deliver_at) then
         raise exception 'send_at: deliver_at must be a finite time, got % (queue %)',

@@ -21,12 +21,11 @@ returns text language sql immutable parallel safe as $$
                pg_catalog.sha256(pg_catalog.convert_to(i_key, 'UTF8')), 'hex')
 $$;
 
--- Internal: the body of both send_idem overloads.
-create or replace function pgque._send_idem(
-    i_queue text, i_type text, i_payload text, i_idem_key text, i_ttl interval,
-    i_partition_key text, out event_id bigint, out deduped boolean)
-language plpgsql
-as $$
+create or replace function pgque.send_idem(
+    i_queue text, i_type text, i_payload text, i_idem_key text,
+    i_ttl interval default '1 hour', i_partition_key text default null)
+returns table (event_id bigint, deduped boolean) language plpgsql
+security definer set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q record;
     v_id bigint;
@@ -70,33 +69,24 @@ begin
         select i.event_id into event_id from pgque.idem i
          where i.queue_id = q.queue_id and i.idem_key = v_key;
         deduped := true;
+        return next;
         return;
     end if;
     event_id := pgque._insert_event(i_queue, v_id, pg_catalog.now(), null, null, i_type, i_payload,
                                     i_partition_key, null, null, null);
     deduped := false;
+    return next;
 end
 $$;
-
-create or replace function pgque.send_idem(
-    i_queue text, i_type text, i_payload text, i_idem_key text,
-    i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language plpgsql
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin
-    return query select * from pgque._send_idem(i_queue, i_type, i_payload, i_idem_key, i_ttl, i_partition_key);
-end $$;
 comment on function pgque.send_idem(text, text, text, text, interval, text) is
     'Sends a verbatim text message once per idempotency key within i_ttl (only the key''s digest is kept; partition key in ev_extra1). Returns (event_id, deduped).';
 
 create or replace function pgque.send_idem(
     i_queue text, i_type text, i_payload jsonb, i_idem_key text,
     i_ttl interval default '1 hour', i_partition_key text default null)
-returns table (event_id bigint, deduped boolean) language plpgsql
+returns table (event_id bigint, deduped boolean) language sql
 security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ begin
-    return query select * from pgque._send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key);
-end $$;
+as $$ select * from pgque.send_idem(i_queue, i_type, i_payload::text, i_idem_key, i_ttl, i_partition_key) $$;
 comment on function pgque.send_idem(text, text, jsonb, text, interval, text) is
     'Sends a JSON message once per idempotency key within i_ttl. Returns (event_id, deduped).';
 

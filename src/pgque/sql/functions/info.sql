@@ -3,7 +3,7 @@
 -- inserts, so they are estimates.
 
 create or replace function pgque.get_queue_info(
-    i_queue_name text,
+    i_queue_name text default null,
     out queue_name text, out queue_ntables integer, out queue_cur_table integer,
     out queue_rotation_period interval, out queue_switch_time timestamptz,
     out queue_external_ticker boolean, out queue_ticker_paused boolean,
@@ -37,24 +37,11 @@ security definer set search_path = pgque, pg_catalog, pg_temp as $$
      order by q.queue_name
 $$;
 comment on function pgque.get_queue_info(text) is
-    'Configuration, ticker lag, event rate, unticked events and last tick of one queue (NULL: all).';
-
-create or replace function pgque.get_queue_info(
-    out queue_name text, out queue_ntables integer, out queue_cur_table integer,
-    out queue_rotation_period interval, out queue_switch_time timestamptz,
-    out queue_external_ticker boolean, out queue_ticker_paused boolean,
-    out queue_ticker_max_count integer, out queue_ticker_max_lag interval,
-    out queue_ticker_idle_period interval, out ticker_lag interval,
-    out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select * from pgque.get_queue_info(null::text) $$;
-comment on function pgque.get_queue_info() is
-    'get_queue_info for every queue.';
+    'Configuration, ticker lag, event rate, unticked events and last tick of one queue, or of all '
+    '(the name left out or NULL).';
 
 create or replace function pgque.get_consumer_info(
-    i_queue_name text, i_consumer_name text,
+    i_queue_name text default null, i_consumer_name text default null,
     out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
     out last_tick bigint, out current_batch bigint, out next_tick bigint,
     out pending_events bigint)
@@ -77,30 +64,8 @@ security definer set search_path = pgque, pg_catalog, pg_temp as $$
      order by q.queue_name, c.co_name
 $$;
 comment on function pgque.get_consumer_info(text, text) is
-    'Position, lag, last activity, open batch and pending events of consumers (NULL matches all).';
-
-create or replace function pgque.get_consumer_info(
-    i_queue_name text,
-    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
-    out last_tick bigint, out current_batch bigint, out next_tick bigint,
-    out pending_events bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select * from pgque.get_consumer_info(i_queue_name, null) $$;
-comment on function pgque.get_consumer_info(text) is
-    'get_consumer_info for every consumer of one queue.';
-
-create or replace function pgque.get_consumer_info(
-    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
-    out last_tick bigint, out current_batch bigint, out next_tick bigint,
-    out pending_events bigint)
-returns setof record
-language sql stable
-security definer set search_path = pgque, pg_catalog, pg_temp
-as $$ select * from pgque.get_consumer_info(null, null) $$;
-comment on function pgque.get_consumer_info() is
-    'get_consumer_info for every consumer of every queue.';
+    'Position, lag, last activity, open batch and pending events of consumers: of one queue, '
+    'of one consumer on it, or of all (a name left out or NULL matches all).';
 
 create or replace function pgque.get_batch_cursor(
     i_batch_id bigint, i_cursor_name text, i_quick_limit int4, i_extra_where text,

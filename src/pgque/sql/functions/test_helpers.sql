@@ -19,8 +19,7 @@ declare
 begin
     q := pgque._observed_queue('test_send', test_send.queue);
     if test_send.payload is null then
-        raise exception 'test_send: payload must not be null (queue %)', q.queue_name
-            using detail = 'pgque:invalid_argument';
+        perform pgque._refuse_null('test_send', 'payload', q.queue_name);
     end if;
     v_id := pgque.send(q.queue_name, test_send.payload);
     -- Read it back through the txid index: this transaction's events only.
@@ -50,8 +49,7 @@ declare
 begin
     q := pgque._observed_queue('test_consume', test_consume.queue);
     if test_consume.consumer is null then
-        raise exception 'test_consume: consumer name must not be null (queue %)', q.queue_name
-            using detail = 'pgque:invalid_argument';
+        perform pgque._refuse_null('test_consume', 'consumer name', q.queue_name);
     end if;
     -- Up to 1000, to say how many there were when there is more than one.
     select pg_catalog.array_agg(m order by m.msg_id) into v_messages
@@ -142,11 +140,10 @@ returns boolean language plpgsql stable
 security definer set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
-    q pgque.queue;
+    q constant pgque.queue := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
     v_count bigint;
     v_newest pgque.dead_letter;
 begin
-    q := pgque._observed_queue('assert_dlq_empty', assert_dlq_empty.queue);
     select pg_catalog.count(*) into v_count from pgque.dead_letter d where d.dl_queue_id = q.queue_id;
     if v_count > 0 then
         select d.* into v_newest from pgque.dead_letter d

@@ -319,14 +319,10 @@ security definer set search_path = pgque, pg_catalog, pg_temp
 -- Keyed lookups whatever the statistics say (docs/development.md, "Planner settings").
 set enable_seqscan = off set enable_bitmapscan = off set jit = off as $$
 declare
-    q pgque.queue%rowtype;
+    q constant pgque.queue := pgque._queue_row(i_queue_name);
     v_last pgque.tick%rowtype;
     v_seq bigint;
 begin
-    select * into q from pgque.queue where queue_name = i_queue_name;
-    if not found then
-        raise exception 'queue not found: %', i_queue_name using detail = 'pgque:queue_not_found';
-    end if;
     select * into v_last from pgque.tick
      where tick_queue = q.queue_id order by tick_id desc limit 1;
     if q.queue_ticker_paused or q.queue_external_ticker then

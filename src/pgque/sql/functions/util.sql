@@ -26,8 +26,8 @@ comment on function pgque.quote_fqname(text) is
 -- sequences. pgque's own callers are definer functions and pass names
 -- proven by _queue_relation().
 create or replace function pgque.seq_getval(i_seq_name text)
-returns bigint language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp as $$
+returns bigint language plpgsql strict security invoker
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_value bigint;
 begin
@@ -41,8 +41,8 @@ comment on function pgque.seq_getval(text) is
     'The last value of a sequence, without advancing it.';
 
 create or replace function pgque.seq_setval(i_seq_name text, i_new_value bigint)
-returns bigint language plpgsql strict
-security invoker set search_path = pgque, pg_catalog, pg_temp as $$
+returns bigint language plpgsql strict security invoker
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     v_current bigint;
 begin
@@ -102,6 +102,16 @@ $$;
 create or replace function pgque._event_seq_now(i_queue_id integer)
 returns bigint language sql stable as $$
     select coalesce(pg_catalog.pg_sequence_last_value(pgque._queue_sequence(i_queue_id, 'id')), 1)
+$$;
+
+-- Internal: the error for a NULL argument of a call on a queue:
+-- invalid_argument '<caller>: <what> must not be null (queue <name>)'.
+create or replace function pgque._refuse_null(i_caller text, i_what text, i_queue_name text)
+returns void language plpgsql as $$
+begin
+    raise exception '%: % must not be null (queue %)', i_caller, i_what, i_queue_name
+        using detail = 'pgque:invalid_argument';
+end
 $$;
 
 -- Internal: the queue row by name, or queue_not_found ('queue not found:

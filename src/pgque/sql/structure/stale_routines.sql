@@ -11,20 +11,19 @@
 -- function file and before grants.sql.
 do $stale$
 declare
-    v_routine regprocedure;
+    v_stale text;
 begin
-    for v_routine in
-        select p.oid::regprocedure
-          from pg_catalog.pg_proc p
-         where p.pronamespace = 'pgque'::regnamespace
-           and pg_catalog.age(p.xmin) > 0
-           and not exists (
-               select 1 from pg_catalog.pg_depend d
-                where d.refclassid = 'pg_catalog.pg_proc'::regclass
-                  and d.refobjid = p.oid and d.deptype in ('n', 'a'))
-         order by 1
-    loop
-        execute pg_catalog.format('drop routine %s', v_routine);
-    end loop;
+    select pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::text, ', ' order by p.oid)
+      into v_stale
+      from pg_catalog.pg_proc p
+     where p.pronamespace = 'pgque'::pg_catalog.regnamespace
+       and pg_catalog.age(p.xmin) > 0
+       and not exists (
+           select 1 from pg_catalog.pg_depend d
+            where d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+              and d.refobjid = p.oid and d.deptype in ('n', 'a'));
+    if v_stale is not null then
+        execute 'drop routine ' || v_stale;  -- one statement for them all
+    end if;
 end
 $stale$;
