@@ -72,7 +72,7 @@ for _subject, _at_least in (("pgque send_batch text[]", 1.0), ("pgque Producer.s
         at_least=_at_least,
     )
 target(
-    goal="1000 x 100 B: PgqueClient.send_batch (dicts, jsonb contract) on par with Producer.send_batch",
+    goal="1000 x 100 B: PgqueClient.send_batch (jsonb contract) on par with Producer.send_batch",
     workload=BATCHED.format(per_tx=1000),
     subject=CLIENT_BATCH,
     baseline="pgque Producer.send_batch",
